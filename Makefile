@@ -1,0 +1,23 @@
+# SPDX-License-Identifier: GPL-2.0
+# Out-of-tree build of twostep.ko and twostep_selftest.ko.
+#
+#   make                      build against Debian's installed kernel headers
+#   make KERNELRELEASE=x.y.z  build for another installed kernel
+#   make KDIR=/path/to/build  build against any prepared kernel tree
+#
+# The running kernel is never the default: it is not the target.
+
+KERNELRELEASE ?= $(shell dpkg-query -W -f='$${Depends}' linux-headers-amd64 \
+	2>/dev/null | sed -n 's/^linux-headers-\([^ ,]*\).*/\1/p')
+KDIR ?= $(firstword $(wildcard /lib/modules/$(KERNELRELEASE)/build \
+	/usr/src/linux-headers-$(KERNELRELEASE)))
+
+PWD := $(shell pwd)
+
+all: modules
+
+modules clean:
+	@test -n "$(KDIR)" || { echo "no kernel tree: install linux-headers-amd64 or pass KDIR=" >&2; exit 1; }
+	$(MAKE) -C $(KDIR) M=$(PWD) $@
+
+.PHONY: all modules clean

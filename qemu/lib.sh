@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: GPL-2.0
+# shellcheck shell=bash
+# Shared helpers of the host harness: dependencies, the Debian kernel, the
+# module build, the guest initramfs, QEMU configurations and the parsing of
+# the guest console. Sourced by the scripts next to it.
+
+TS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TS_RESULTS=${TS_RESULTS:-$TS_ROOT/results}
+TS_CACHE=${TS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/twostep}
+TS_BOOT_TIMEOUT=${TS_BOOT_TIMEOUT:-600}
+TS_KTAP_PREFIX='twostep-ktap: '
+
+ts_log() { printf '%s\n' "$*" >&2; }
+ts_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Install whatever Debian packages are missing (idempotent).
+ts_need_packages() {
+	local missing=() p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+			grep -q 'install ok installed' || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	[ "$(id -u)" -eq 0 ] || ts_die "missing packages (run as root): ${missing[*]}"
+	ts_log "installing: ${missing[*]}"
+	apt-get update -qq >&2 || ts_die "apt-get update failed"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+		--no-install-recommends "${missing[@]}" >&2 ||
+		ts_die "apt-get install ${missing[*]} failed"
+}
+
+ts_install_deps() {
+	ts_need_packages make gcc libc6-dev bc gzip cpio kmod busybox-static \
+		qemu-system-x86 linux-headers-amd64 linux-image-amd64
+	TS_KREL=$(ts_kernel_release)
+	[ -n "$TS_KREL" ] || ts_die "cannot tell the release of linux-headers-amd64"
+	# The image matching the headers exactly, even if the metapackages
+	# were upgraded separately.
+	ts_need_packages "linux-image-$TS_KREL" "linux-headers-$TS_KREL"
+	TS_VMLINUZ=/boot/vmlinuz-$TS_KREL
+	[ -r "$TS_VMLINUZ" ] || ts_die "no $TS_VMLINUZ"
+}
+
+# Release of the kernel Debian's linux-headers-amd64 points at.
+ts_kernel_release() {
+	dpkg-query -W -f='${Depends}' linux-headers-amd64 2>/dev/null |
+		sed -n 's/^linux-headers-\([^ ,]*\).*/\1/p'
+}
+
+# Build both modules against the Debian headers; warnings are errors.
+ts_build_modules() {
+	local log=$TS_RESULTS/build.log
+	ts_log "building twostep.ko and twostep_selftest.ko for $TS_KREL"
+	make -C "$TS_ROOT" clean KERNELRELEASE="$TS_KREL" >/dev/null 2>&1
+	if ! make -C "$TS_ROOT" -j"$(nproc)" KERNELRELEASE="$TS_KREL" \
+		KCFLAGS=-Werror >"$log" 2>&1; then
+		cat "$log" >&2
+		ts_die "module build failed"
+	fi
+	if grep -q -i 'warning:' "$log"; then
+		grep -i 'warning:' "$log" >&2
+		ts_die "module build has warnings"
+	fi
+}
+
+# A busybox initramfs with kmod (busybox insmod retries a failed init),
+# both modules and an init that loads them and powers off.
+ts_build_initramfs() {
+	local dir=$TS_RESULTS/initramfs lib
+	rm -rf "$dir"
+	mkdir -p "$dir"/{bin,sbin,proc,sys,dev,lib/twostep,lib64}
+	cp /bin/busybox "$dir/bin/busybox"
+	cp /usr/bin/kmod "$dir/sbin/kmod"
+	ln -s kmod "$dir/sbin/insmod"
+	for lib in $(ldd /usr/bin/kmod | grep -o '/[^ ]*'); do
+		mkdir -p "$dir$(dirname "$lib")"
+		cp -L "$lib" "$dir$lib"
+	done
+	cp "$TS_ROOT/twostep.ko" "$TS_ROOT/twostep_selftest.ko" \
+		"$dir/lib/twostep/"
+	cp "$TS_ROOT/qemu/guest-init" "$dir/init"
+	chmod +x "$dir/init"
+	(cd "$dir" && find . | cpio -o -H newc 2>/dev/null | gzip -1) \
+		>"$TS_RESULTS/initramfs.cpio.gz"
+}
+
+# QEMU and guest arguments of a configuration:
+# sets TS_QEMU_ARGS (array), TS_APPEND and TS_EXPECT_API.
+ts_config() {
+	TS_QEMU_ARGS=(-machine q35,kernel-irqchip=split)
+	TS_APPEND=""
+	case "$1" in
+	intel)
+		TS_QEMU_ARGS+=(-device intel-iommu,intremap=on)
+		TS_APPEND="intel_iommu=on iommu.strict=1"
+		TS_EXPECT_API=1 ;;
+	intel-cm)
+		TS_QEMU_ARGS+=(-device intel-iommu,intremap=on,caching-mode=on)
+		TS_APPEND="intel_iommu=on iommu.strict=0"
+		TS_EXPECT_API=1 ;;
+	none)
+		TS_QEMU_ARGS=(-machine q35)
+		TS_EXPECT_API=0 ;;
+	*)
+		return 1 ;;
+	esac
+	TS_QEMU_ARGS+=(-device edu,dma_mask=0xffffffffff)
+}
+
+TS_CONFIGS_ALL="intel intel-cm none"
+
+# TCG always; KVM only when asked for with TWOSTEP_KVM=1 and usable.
+ts_accel() {
+	if [ "${TWOSTEP_KVM:-0}" = 1 ] && [ -w /dev/kvm ]; then
+		echo kvm
+	else
+		echo tcg
+	fi
+}
+
+# Boot one configuration; the console goes to $TS_RESULTS/<config>.log.
+# Returns QEMU's exit status (124 on timeout).
+ts_boot() {
+	local cfg=$1 log=$TS_RESULTS/$1.log
+	ts_config "$cfg" || ts_die "unknown configuration $cfg"
+	timeout --foreground -k 10 "$TS_BOOT_TIMEOUT" qemu-system-x86_64 \
+		-accel "$(ts_accel)" -m 512 -smp 1 \
+		-display none -monitor none -serial stdio -no-reboot \
+		"${TS_QEMU_ARGS[@]}" \
+		-kernel "$TS_VMLINUZ" -initrd "$TS_RESULTS/initramfs.cpio.gz" \
+		-append "console=ttyS0 panic=-1 oops=panic $TS_APPEND ts_expect=$TS_EXPECT_API ts_cases=${TWOSTEP_CASES:-all}" \
+		</dev/null >"$log" 2>"$TS_RESULTS/$cfg.qemu.log"
+}
+
+# Read a console log: print the cases, check the run was whole and healthy.
+# Prints "passed failed skipped" on the last line of stdout.
+ts_parse() {
+	local cfg=$1 rc=$2 log=$TS_RESULTS/$1.log
+	awk -v cfg="$cfg" -v rc="$rc" -v prefix="$TS_KTAP_PREFIX" \
+		-v qlog="$TS_RESULTS/$cfg.qemu.log" '
+	function problem(msg) { printf "  %s: %s\n", cfg, msg; infra++ }
+	index($0, prefix) {
+		line = substr($0, index($0, prefix) + length(prefix))
+		sub(/\r$/, "", line)
+		if (line == "KTAP version 1") { version++; next }
+		if (line ~ /^1\.\.[0-9]+$/) { plan = substr(line, 4) + 0; next }
+		if (line ~ /^Bail out!/) { problem(line); next }
+		if (line ~ /^(not )?ok [0-9]+ /) {
+			results++
+			if (line ~ /^not ok/) { fail++; mark = "FAIL" }
+			else if (line ~ / # SKIP/) { skip++; mark = "skip" }
+			else { pass++; mark = "ok  " }
+			name = line; sub(/^(not )?ok [0-9]+ /, "", name)
+			sub(/ # SKIP/, " -", name)
+			printf "  %-9s %s %s\n", cfg, mark, name
+			next
+		}
+		if (line ~ /^    # /) { print "  " cfg "     " line }
+		next
+	}
+	/twostep-harness: selftest rc=/ { src = $0; sub(/.*rc=/, "", src); sub(/\r$/, "", src); seen_rc = 1 }
+	/twostep-harness: end/ { ended = 1 }
+	FILENAME == qlog {
+		# QEMU reports the vIOMMU faults our negative cases provoke;
+		# anything else it says is a problem.
+		if ($0 !~ /vtd_[a-z_]+: detected|New fault is not recorded/)
+			problem("QEMU: " $0)
+		next
+	}
+	/Oops|BUG:|Kernel panic|general protection fault|WARNING:|Call Trace:/ {
+		sub(/\r$/, ""); problem("console: " $0)
+	}
+	END {
+		if (rc == 124) problem("timed out")
+		else if (rc != 0) problem("QEMU exited with status " rc)
+		if (version != 1) problem("no single KTAP header")
+		if (plan == "") problem("no KTAP plan")
+		else if (results != plan) problem(sprintf("plan 1..%d but %d results", plan, results))
+		if (!seen_rc) problem("self-test load result not reported")
+		else if ((src == 0) != (fail == 0)) problem("module load returned " src " with " fail+0 " failed case(s)")
+		if (!ended) problem("guest did not finish")
+		printf "%d %d %d\n", pass, fail + infra, skip
+	}' "$TS_RESULTS/$cfg.qemu.log" "$log"
+}

@@ -1,0 +1,1268 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * twostep self-test: the KTAP cases. Each moves real data with the edu DMA
+ * engine through contiguous IOVA built from scattered pages and compares
+ * every byte, or proves that data did not move where it must not.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/dma-mapping.h>
+#include <linux/iommu.h>
+#include <linux/irqflags.h>
+#include <linux/mm.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <linux/vmalloc.h>
+
+#include "edu.h"
+#include "ktap.h"
+#include "twostep.h"
+
+#define TS_PAGES_MAX	32
+#define TS_SCRUB	0x11	/* device buffer filler before a read */
+#define TS_USED_MAX	128
+
+struct ts_pages {
+	unsigned int n;
+	struct page *pg[TS_PAGES_MAX];
+};
+
+/* Coherent buffer the checks use to load and read the device buffer. */
+static u8 *ts_probe;
+static dma_addr_t ts_probe_dma;
+
+/* Every IOVA range handed out, for the final leak check. */
+static struct {
+	dma_addr_t addr;
+	size_t size;
+} ts_used[TS_USED_MAX];
+static unsigned int ts_nused;
+
+static u32 ts_rand(u32 *s)
+{
+	u32 x = *s ? *s : 0x2545f491;
+
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	*s = x;
+	return x;
+}
+
+/* Byte @idx of the pattern named by @seed. */
+static u8 ts_pat(u32 seed, size_t idx)
+{
+	u32 x = seed ^ ((u32)idx * 0x9e3779b9u);
+
+	x ^= x >> 16;
+	x *= 0x85ebca6bu;
+	x ^= x >> 13;
+	return x >> 24;
+}
+
+/* Pattern bytes that never equal 0 or TS_SCRUB: secrets a leak would show. */
+static u8 ts_secret(u32 seed, size_t idx)
+{
+	return 0x80 | ts_pat(seed, idx);
+}
+
+static void ts_note(dma_addr_t addr, size_t size)
+{
+	if (ts_nused < TS_USED_MAX) {
+		ts_used[ts_nused].addr = addr;
+		ts_used[ts_nused].size = size;
+		ts_nused++;
+	}
+}
+
+static struct iommu_domain *ts_domain(struct ts *t)
+{
+	return iommu_get_domain_for_dev(t->dev);
+}
+
+/* Number of granules of [addr, addr + size) the IOMMU still translates. */
+static unsigned int ts_mapped_pages(struct ts *t, dma_addr_t addr,
+				    size_t size)
+{
+	struct iommu_domain *dom = ts_domain(t);
+	unsigned int n = 0;
+	dma_addr_t a;
+
+	if (!dom)
+		return 0;
+	for (a = addr & PAGE_MASK; a < addr + size; a += PAGE_SIZE)
+		if (iommu_iova_to_phys(dom, a))
+			n++;
+	return n;
+}
+
+static void ts_pages_put(struct ts_pages *p)
+{
+	while (p->n)
+		__free_page(p->pg[--p->n]);
+}
+
+/*
+ * Allocate @n pages one by one, with a spare page allocated between any two
+ * and freed afterwards, then shuffle them: physically scattered pages.
+ */
+static int ts_pages_get(struct ts *t, struct ts_pages *p, unsigned int n)
+{
+	struct page *spare[TS_PAGES_MAX];
+	unsigned int i, j, nspare = 0;
+	int ret = 0;
+
+	p->n = 0;
+	if (n > TS_PAGES_MAX)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		p->pg[p->n] = alloc_page(GFP_KERNEL);
+		if (!p->pg[p->n]) {
+			ret = -ENOMEM;
+			break;
+		}
+		p->n++;
+		spare[nspare] = alloc_page(GFP_KERNEL);
+		if (spare[nspare])
+			nspare++;
+	}
+	while (nspare)
+		__free_page(spare[--nspare]);
+	if (ret) {
+		ts_pages_put(p);
+		return ret;
+	}
+	for (i = n - 1; i > 0; i--) {
+		struct page *tmp;
+
+		j = ts_rand(&t->seed) % (i + 1);
+		tmp = p->pg[i];
+		p->pg[i] = p->pg[j];
+		p->pg[j] = tmp;
+	}
+	return 0;
+}
+
+static unsigned int ts_pages_contiguous_pairs(const struct ts_pages *p)
+{
+	unsigned int i, pairs = 0;
+
+	for (i = 0; i + 1 < p->n; i++)
+		if (page_to_phys(p->pg[i + 1]) ==
+		    page_to_phys(p->pg[i]) + PAGE_SIZE)
+			pairs++;
+	return pairs;
+}
+
+static u8 *ts_byte(const struct ts_pages *p, size_t off)
+{
+	return (u8 *)page_address(p->pg[off / PAGE_SIZE]) + off % PAGE_SIZE;
+}
+
+static void ts_pages_fill(struct ts_pages *p, u32 seed)
+{
+	size_t off;
+
+	for (off = 0; off < (size_t)p->n * PAGE_SIZE; off++)
+		*ts_byte(p, off) = ts_pat(seed, off);
+}
+
+/* Do bytes [off, off + len) of the logical buffer equal @buf? */
+static bool ts_pages_match(const struct ts_pages *p, size_t off,
+			   const u8 *buf, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (*ts_byte(p, off + i) != buf[i])
+			return false;
+	return true;
+}
+
+/* Copy the whole logical buffer out (for a shadow model of the pages). */
+static void ts_pages_copy(const struct ts_pages *p, u8 *out)
+{
+	unsigned int i;
+
+	for (i = 0; i < p->n; i++)
+		memcpy(out + i * PAGE_SIZE, page_address(p->pg[i]), PAGE_SIZE);
+}
+
+/* Offset of the first byte differing from @expect, or -1. */
+static long ts_pages_diff(const struct ts_pages *p, const u8 *expect)
+{
+	size_t off;
+
+	for (off = 0; off < (size_t)p->n * PAGE_SIZE; off++)
+		if (*ts_byte(p, off) != expect[off])
+			return off;
+	return -1;
+}
+
+/* The device reads [addr, addr + len) and hands the bytes back in @out. */
+static int ts_dev_read(struct ts *t, dma_addr_t addr, u32 len, u8 *out)
+{
+	int ret;
+
+	memset(ts_probe, TS_SCRUB, len);
+	ret = edu_dma(t->edu, ts_probe_dma, 0, len, false);
+	if (!ret)
+		ret = edu_dma(t->edu, addr, 0, len, false);
+	if (ret)
+		return ret;
+	memset(ts_probe, 0x22, len);
+	ret = edu_dma(t->edu, ts_probe_dma, 0, len, true);
+	if (!ret)
+		memcpy(out, ts_probe, len);
+	return ret;
+}
+
+/* The device writes @src to [addr, addr + len). */
+static int ts_dev_write(struct ts *t, dma_addr_t addr, const u8 *src, u32 len)
+{
+	int ret;
+
+	memcpy(ts_probe, src, len);
+	ret = edu_dma(t->edu, ts_probe_dma, 0, len, false);
+	if (!ret)
+		ret = edu_dma(t->edu, addr, 0, len, true);
+	return ret;
+}
+
+/* True when every byte is still the scrub filler or 0: nothing moved. */
+static bool ts_nothing_moved(const u8 *buf, u32 len)
+{
+	u32 i;
+
+	for (i = 0; i < len; i++)
+		if (buf[i] != TS_SCRUB && buf[i])
+			return false;
+	return true;
+}
+
+/* A two-step mapping of scattered pages, one link per page. */
+struct ts_map {
+	struct twostep_iova_state st;
+	struct ts_pages p;
+	unsigned int linked;
+};
+
+static int ts_map_setup(struct ts *t, struct ts_map *m, unsigned int n,
+			enum dma_data_direction dir, u32 seed)
+{
+	unsigned int i;
+	int ret;
+
+	memset(m, 0, sizeof(*m));
+	ret = ts_pages_get(t, &m->p, n);
+	if (!TS_EXPECT(t, !ret, "page allocation: %d", ret))
+		return ret;
+	ts_pages_fill(&m->p, seed);
+	if (!TS_EXPECT(t, twostep_iova_try_alloc(t->dev, &m->st, 0,
+						 n * PAGE_SIZE),
+		       "try_alloc of %u pages", n)) {
+		ts_pages_put(&m->p);
+		return -ENOMEM;
+	}
+	ts_note(m->st.addr, n * PAGE_SIZE);
+	for (i = 0; i < n; i++) {
+		ret = twostep_iova_link(t->dev, &m->st,
+					page_to_phys(m->p.pg[i]),
+					i * PAGE_SIZE, PAGE_SIZE, dir, 0);
+		if (!TS_EXPECT(t, !ret, "link page %u: %d", i, ret))
+			return ret;
+		m->linked++;
+	}
+	ret = twostep_iova_sync(t->dev, &m->st, 0, n * PAGE_SIZE);
+	TS_EXPECT(t, !ret, "sync: %d", ret);
+	return ret;
+}
+
+static void ts_map_teardown(struct ts *t, struct ts_map *m,
+			    enum dma_data_direction dir)
+{
+	if (twostep_use_iova(&m->st))
+		twostep_iova_destroy(t->dev, &m->st, m->linked * PAGE_SIZE,
+				     dir, 0);
+	ts_pages_put(&m->p);
+}
+
+static void ts_stats(struct ts *t, struct twostep_stats *s)
+{
+	memset(s, 0, sizeof(*s));
+	TS_EXPECT(t, !twostep_get_stats(t->dev, s), "stats");
+}
+
+/* ---- cases ---- */
+
+static int case_edu_identity(struct ts *t)
+{
+	u32 id = readl(t->edu->regs + EDU_REG_ID);
+	u32 v;
+
+	ts_diag("edu id %#x", id);
+	TS_EXPECT(t, (id & 0xff) == EDU_ID_MAGIC, "id %#x", id);
+	writel(0x12345678, t->edu->regs + EDU_REG_LIVENESS);
+	v = readl(t->edu->regs + EDU_REG_LIVENESS);
+	TS_EXPECT(t, v == ~0x12345678u, "liveness %#x", v);
+	writel(0, t->edu->regs + EDU_REG_LIVENESS);
+	v = readl(t->edu->regs + EDU_REG_LIVENESS);
+	TS_EXPECT(t, v == ~0u, "liveness %#x", v);
+	return 0;
+}
+
+/* Requests QEMU 7.2 would abort on never reach the device. */
+static int case_edu_guard(struct ts *t)
+{
+	unsigned long before = t->edu->dma_started;
+	u64 beyond = t->edu->ram_limit;
+
+	TS_EXPECT(t, edu_dma(t->edu, ts_probe_dma, 0, 0, false) == -EINVAL,
+		  "count 0");
+	TS_EXPECT(t, edu_dma(t->edu, ts_probe_dma, 0, EDU_BUF_SIZE, false) ==
+		  -EINVAL, "full 4096-byte transfer");
+	TS_EXPECT(t, edu_dma(t->edu, ts_probe_dma, 1, EDU_MAX_XFER, true) ==
+		  -EINVAL, "transfer ending at the buffer end");
+	TS_EXPECT(t, edu_dma(t->edu, ts_probe_dma, EDU_BUF_SIZE, 1, true) ==
+		  -EINVAL, "offset past the buffer");
+	TS_EXPECT(t, edu_dma(t->edu, beyond, 0, 2, true) == -EINVAL,
+		  "RAM range past the device's reach");
+	TS_EXPECT(t, edu_dma(t->edu, U64_MAX, 0, 16, false) == -EINVAL,
+		  "RAM range wrapping around");
+	TS_EXPECT(t, t->edu->dma_started == before,
+		  "%lu refused requests reached the device",
+		  t->edu->dma_started - before);
+	return 0;
+}
+
+/* The regular DMA API on the same device, both directions. */
+static int case_classic_dma(struct ts *t)
+{
+	u8 *buf = kmalloc(EDU_MAX_XFER, GFP_KERNEL);
+	struct page *pg = alloc_page(GFP_KERNEL);
+	dma_addr_t addr;
+	u32 i, len = 3000;
+	int ret;
+
+	if (!TS_EXPECT(t, buf && pg, "allocation"))
+		goto out;
+	for (i = 0; i < PAGE_SIZE; i++)
+		((u8 *)page_address(pg))[i] = ts_pat(t->seed, i);
+	addr = dma_map_page(t->dev, pg, 0, PAGE_SIZE, DMA_BIDIRECTIONAL);
+	if (!TS_EXPECT(t, !dma_mapping_error(t->dev, addr), "dma_map_page"))
+		goto out;
+	ts_diag("dma_map_page address %pad", &addr);
+	ret = ts_dev_read(t, addr + 100, len, buf);
+	TS_EXPECT(t, !ret, "device read: %d", ret);
+	TS_EXPECT(t, !memcmp(buf, page_address(pg) + 100, len),
+		  "device read the wrong bytes");
+	for (i = 0; i < len; i++)
+		buf[i] = ts_pat(t->seed + 1, i);
+	ret = ts_dev_write(t, addr + 50, buf, len);
+	TS_EXPECT(t, !ret, "device write: %d", ret);
+	TS_EXPECT(t, !memcmp(buf, page_address(pg) + 50, len),
+		  "device wrote the wrong bytes");
+	dma_unmap_page(t->dev, addr, PAGE_SIZE, DMA_BIDIRECTIONAL);
+out:
+	if (pg)
+		__free_page(pg);
+	kfree(buf);
+	return 0;
+}
+
+/* Attach succeeded where an IOMMU translates, and was refused elsewhere. */
+static int case_attach(struct ts *t)
+{
+	struct twostep_stats s;
+	int ret = t->edu->attach_ret;
+
+	if (t->expect_api == 0) {
+		TS_EXPECT(t, ret == -ENODEV, "attach returned %d", ret);
+		TS_EXPECT(t, twostep_get_stats(t->dev, &s) == -ENODEV,
+			  "stats of a detached device");
+		return 0;
+	}
+	if (t->expect_api < 0 && ret) {
+		snprintf(t->skip, sizeof(t->skip),
+			 "attach returned %d and no expectation was given",
+			 ret);
+		return TS_SKIP;
+	}
+	if (!TS_EXPECT(t, !ret, "attach returned %d", ret))
+		return 0;
+	ts_stats(t, &s);
+	ts_diag("window [%#llx, %#llx] granule %lu", s.window_start,
+		s.window_end, s.granule);
+	TS_EXPECT(t, s.window_start > dma_get_mask(t->dev),
+		  "window overlaps the DMA-API mask %#llx",
+		  dma_get_mask(t->dev));
+	TS_EXPECT(t, s.window_end <= t->edu->ram_limit,
+		  "window past the hardware limit");
+	TS_EXPECT(t, s.window_end > s.window_start, "window empty");
+	TS_EXPECT(t, s.granule == PAGE_SIZE, "granule %lu", s.granule);
+	TS_EXPECT(t, twostep_attach(t->dev, t->edu->ram_limit) == -EBUSY,
+		  "second attach");
+	return 0;
+}
+
+/* The phys offset inside a granule lands in the low bits of the IOVA. */
+static int case_try_alloc_offset(struct ts *t)
+{
+	static const u32 offs[] = { 0, 1, 0x123, 0x800, 0xfff };
+	struct twostep_iova_state st;
+	struct twostep_stats s0, s1;
+	struct page *pg;
+	u8 buf[200];
+	unsigned int i;
+	int ret;
+
+	ts_stats(t, &s0);
+	for (i = 0; i < ARRAY_SIZE(offs); i++) {
+		phys_addr_t phys = 0x7000 + offs[i];
+
+		if (!TS_EXPECT(t, twostep_iova_try_alloc(t->dev, &st, phys,
+							 3 * PAGE_SIZE),
+			       "offset %#x", offs[i]))
+			continue;
+		ts_note(st.addr, 3 * PAGE_SIZE);
+		TS_EXPECT(t, (st.addr & ~PAGE_MASK) == offs[i],
+			  "addr %pad for offset %#x", &st.addr, offs[i]);
+		TS_EXPECT(t, twostep_use_iova(&st), "use_iova");
+		TS_EXPECT(t, twostep_iova_size(&st) == 3 * PAGE_SIZE, "size");
+		TS_EXPECT(t, st.addr >= s0.window_start &&
+			  st.addr + 3 * PAGE_SIZE - 1 <= s0.window_end + offs[i],
+			  "addr %pad outside the window", &st.addr);
+		twostep_iova_free(t->dev, &st);
+		TS_EXPECT(t, !st.addr && !st.__size, "state not cleared");
+	}
+
+	/* And the device really reads at that offset. */
+	pg = alloc_page(GFP_KERNEL);
+	if (!TS_EXPECT(t, pg, "page"))
+		return 0;
+	for (i = 0; i < PAGE_SIZE; i++)
+		((u8 *)page_address(pg))[i] = ts_pat(t->seed, i);
+	if (TS_EXPECT(t, twostep_iova_try_alloc(t->dev, &st,
+						page_to_phys(pg) + 0x123,
+						sizeof(buf)), "try_alloc")) {
+		ts_note(st.addr, sizeof(buf));
+		ret = twostep_iova_link(t->dev, &st, page_to_phys(pg) + 0x123,
+					0, sizeof(buf), DMA_TO_DEVICE, 0);
+		TS_EXPECT(t, !ret, "link: %d", ret);
+		ret = twostep_iova_sync(t->dev, &st, 0, sizeof(buf));
+		TS_EXPECT(t, !ret, "sync: %d", ret);
+		ret = ts_dev_read(t, st.addr, sizeof(buf), buf);
+		TS_EXPECT(t, !ret, "device read: %d", ret);
+		TS_EXPECT(t, !memcmp(buf, page_address(pg) + 0x123,
+				     sizeof(buf)),
+			  "device read the wrong bytes");
+		twostep_iova_destroy(t->dev, &st, sizeof(buf),
+				     DMA_TO_DEVICE, 0);
+	}
+	__free_page(pg);
+	ts_stats(t, &s1);
+	TS_EXPECT(t, s1.live_allocs == s0.live_allocs, "live allocations");
+	return 0;
+}
+
+/* Refused sizes return false and leave a zeroed state. */
+static int case_try_alloc_refuse(struct ts *t)
+{
+	static const u64 sizes[] = { 0, 1ULL << 63, (1ULL << 63) | PAGE_SIZE,
+				     1ULL << 62 };
+	struct twostep_iova_state st;
+	struct twostep_stats s0, s1;
+	unsigned int i;
+
+	ts_stats(t, &s0);
+	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
+		memset(&st, 0xab, sizeof(st));
+		TS_EXPECT(t, !twostep_iova_try_alloc(t->dev, &st, 0, sizes[i]),
+			  "size %#llx accepted", sizes[i]);
+		TS_EXPECT(t, !st.addr && !st.__size,
+			  "state not zeroed for size %#llx", sizes[i]);
+	}
+	/* One granule more than the whole window. */
+	memset(&st, 0xab, sizeof(st));
+	TS_EXPECT(t, !twostep_iova_try_alloc(t->dev, &st, 0,
+			s0.window_end - s0.window_start + 1 + PAGE_SIZE),
+		  "larger than the window");
+	TS_EXPECT(t, !st.addr && !st.__size, "state not zeroed");
+	/* A real device that is not attached, and no device at all. */
+	memset(&st, 0xab, sizeof(st));
+	TS_EXPECT(t, !twostep_iova_try_alloc(t->dev->parent, &st, 0,
+					     PAGE_SIZE), "unattached device");
+	TS_EXPECT(t, !st.addr && !st.__size, "state not zeroed");
+	memset(&st, 0xab, sizeof(st));
+	TS_EXPECT(t, !twostep_iova_try_alloc(NULL, &st, 0, PAGE_SIZE),
+		  "NULL device");
+	TS_EXPECT(t, !st.addr && !st.__size, "state not zeroed");
+	ts_stats(t, &s1);
+	TS_EXPECT(t, s1.live_allocs == s0.live_allocs, "live allocations");
+	return 0;
+}
+
+/* Free hands the range back: the same request gets the same range. */
+static int case_free_returns_range(struct ts *t)
+{
+	struct twostep_iova_state a, b, c;
+	struct twostep_stats s0, s1;
+	size_t size = 64 * PAGE_SIZE;
+
+	ts_stats(t, &s0);
+	if (!TS_EXPECT(t, twostep_iova_try_alloc(t->dev, &a, 0, size), "a"))
+		return 0;
+	ts_note(a.addr, size);
+	if (TS_EXPECT(t, twostep_iova_try_alloc(t->dev, &b, 0, size), "b")) {
+		ts_note(b.addr, size);
+		TS_EXPECT(t, b.addr + size <= a.addr || a.addr + size <= b.addr,
+			  "live ranges overlap: %pad %pad", &a.addr, &b.addr);
+		ts_stats(t, &s1);
+		TS_EXPECT(t, s1.live_allocs == s0.live_allocs + 2, "live");
+		twostep_iova_free(t->dev, &b);
+		ts_stats(t, &s1);
+		TS_EXPECT(t, s1.live_allocs == s0.live_allocs + 1, "live");
+		if (TS_EXPECT(t, twostep_iova_try_alloc(t->dev, &c, 0, size),
+			      "c")) {
+			TS_EXPECT(t, c.addr == (dma_addr_t)b.addr ||
+				  c.addr + size <= a.addr ||
+				  a.addr + size <= c.addr, "overlap");
+			ts_diag("a %pad, c %pad", &a.addr, &c.addr);
+			twostep_iova_free(t->dev, &c);
+		}
+	}
+	twostep_iova_free(t->dev, &a);
+	ts_stats(t, &s1);
+	TS_EXPECT(t, s1.live_allocs == s0.live_allocs, "live allocations");
+	return 0;
+}
+
+/* Windows (offset, length) that straddle page boundaries. */
+static const struct { u32 off, len; } ts_read_windows[] = {
+	{ 1 * PAGE_SIZE - 1, 2 }, { 3 * PAGE_SIZE - 100, 700 },
+	{ 7 * PAGE_SIZE - 2048, EDU_MAX_XFER },
+	{ 8 * PAGE_SIZE - 4000, EDU_MAX_XFER },
+	{ 12 * PAGE_SIZE - 3000, 3500 }, { 15 * PAGE_SIZE - 17, 2000 },
+}, ts_write_windows[] = {
+	{ 2 * PAGE_SIZE - 1, 2 }, { 4 * PAGE_SIZE - 100, 700 },
+	{ 6 * PAGE_SIZE - 2048, EDU_MAX_XFER },
+	{ 9 * PAGE_SIZE - 4000, EDU_MAX_XFER },
+	{ 13 * PAGE_SIZE - 3000, 3500 }, { 16 * PAGE_SIZE - 1, 1 },
+};
+
+/*
+ * Scattered pages linked one by one at consecutive offsets, one sync, then
+ * DMA both ways through windows that straddle page boundaries.
+ */
+static int case_contiguity(struct ts *t)
+{
+	const unsigned int n = 16;
+	struct ts_map m;
+	unsigned int i, pairs;
+	u8 *shadow, *buf;
+	u32 seed = t->seed + 2;
+	long diff;
+	int ret;
+
+	shadow = vmalloc(n * PAGE_SIZE);
+	buf = kmalloc(EDU_MAX_XFER, GFP_KERNEL);
+	if (!TS_EXPECT(t, shadow && buf, "allocation"))
+		goto out_free;
+	if (ts_map_setup(t, &m, n, DMA_BIDIRECTIONAL, seed))
+		goto out_teardown;
+	pairs = ts_pages_contiguous_pairs(&m.p);
+	ts_diag("%u pages, %u physically adjacent pairs, IOVA %pad",
+		n, pairs, &m.st.addr);
+	TS_EXPECT(t, pairs < n - 1, "pages are physically contiguous");
+	for (i = 0; i < n; i++)
+		TS_EXPECT(t, ts_mapped_pages(t, m.st.addr + i * PAGE_SIZE, 1) &&
+			  iommu_iova_to_phys(ts_domain(t),
+					     m.st.addr + i * PAGE_SIZE) ==
+			  page_to_phys(m.p.pg[i]),
+			  "IOVA page %u does not translate to its page", i);
+
+	for (i = 0; i < ARRAY_SIZE(ts_read_windows); i++) {
+		u32 off = ts_read_windows[i].off, len = ts_read_windows[i].len;
+		size_t j;
+
+		ret = ts_dev_read(t, m.st.addr + off, len, buf);
+		if (!TS_EXPECT(t, !ret, "read %u+%u: %d", off, len, ret))
+			break;
+		for (j = 0; j < len; j++)
+			if (buf[j] != ts_pat(seed, off + j))
+				break;
+		TS_EXPECT(t, j == len, "read %u+%u: byte %zu differs",
+			  off, len, j);
+	}
+
+	ts_pages_copy(&m.p, shadow);
+	for (i = 0; i < ARRAY_SIZE(ts_write_windows); i++) {
+		u32 off = ts_write_windows[i].off, len = ts_write_windows[i].len;
+		size_t j;
+
+		for (j = 0; j < len; j++)
+			buf[j] = ts_pat(seed + 100 + i, j);
+		ret = ts_dev_write(t, m.st.addr + off, buf, len);
+		if (!TS_EXPECT(t, !ret, "write %u+%u: %d", off, len, ret))
+			break;
+		memcpy(shadow + off, buf, len);
+		diff = ts_pages_diff(&m.p, shadow);
+		TS_EXPECT(t, diff < 0, "write %u+%u: byte at %ld differs",
+			  off, len, diff);
+	}
+out_teardown:
+	ts_map_teardown(t, &m, DMA_BIDIRECTIONAL);
+out_free:
+	kfree(buf);
+	vfree(shadow);
+	return 0;
+}
+
+/* Unlink part of a range, link other pages there: the device sees them. */
+static int case_unlink_relink(struct ts *t)
+{
+	const unsigned int n = 8, lo = 2, cnt = 4;
+	struct ts_pages fresh;
+	struct twostep_stats s0, s1;
+	struct ts_map m;
+	unsigned int i;
+	u32 seed = t->seed + 3, seed2 = t->seed + 4;
+	u8 *buf;
+	int ret;
+
+	buf = kmalloc(EDU_MAX_XFER, GFP_KERNEL);
+	if (!TS_EXPECT(t, buf, "allocation"))
+		return 0;
+	fresh.n = 0;
+	if (ts_map_setup(t, &m, n, DMA_BIDIRECTIONAL, seed))
+		goto out;
+	ts_stats(t, &s0);
+	twostep_iova_unlink(t->dev, &m.st, lo * PAGE_SIZE, cnt * PAGE_SIZE,
+			    DMA_BIDIRECTIONAL, 0);
+	ts_stats(t, &s1);
+	TS_EXPECT(t, s1.linked_granules == s0.linked_granules - cnt,
+		  "linked granules %lu -> %lu", s0.linked_granules,
+		  s1.linked_granules);
+	TS_EXPECT(t, s1.misuse == s0.misuse, "unlink refused");
+	TS_EXPECT(t, !ts_mapped_pages(t, m.st.addr + lo * PAGE_SIZE,
+				      cnt * PAGE_SIZE), "still mapped");
+	TS_EXPECT(t, ts_mapped_pages(t, m.st.addr, n * PAGE_SIZE) == n - cnt,
+		  "neighbours unmapped");
+
+	if (!TS_EXPECT(t, !ts_pages_get(t, &fresh, cnt), "pages"))
+		goto out;
+	for (i = 0; i < cnt; i++) {
+		size_t j;
+
+		for (j = 0; j < PAGE_SIZE; j++)
+			((u8 *)page_address(fresh.pg[i]))[j] =
+				ts_pat(seed2, (lo + i) * PAGE_SIZE + j);
+		ret = twostep_iova_link(t->dev, &m.st,
+					page_to_phys(fresh.pg[i]),
+					(lo + i) * PAGE_SIZE, PAGE_SIZE,
+					DMA_BIDIRECTIONAL, 0);
+		TS_EXPECT(t, !ret, "relink %u: %d", i, ret);
+	}
+	ret = twostep_iova_sync(t->dev, &m.st, lo * PAGE_SIZE, cnt * PAGE_SIZE);
+	TS_EXPECT(t, !ret, "sync: %d", ret);
+	for (i = 0; i < cnt; i++)
+		TS_EXPECT(t, iommu_iova_to_phys(ts_domain(t), m.st.addr +
+						(lo + i) * PAGE_SIZE) ==
+			  page_to_phys(fresh.pg[i]), "page %u", lo + i);
+
+	/* Boundaries old/new, new/new and new/old. */
+	for (i = lo; i <= lo + cnt; i += 2) {
+		u32 off = i * PAGE_SIZE - 1500, len = 3000, j;
+
+		ret = ts_dev_read(t, m.st.addr + off, len, buf);
+		if (!TS_EXPECT(t, !ret, "read: %d", ret))
+			break;
+		for (j = 0; j < len; j++) {
+			u32 o = off + j;
+			bool new = o / PAGE_SIZE >= lo &&
+				   o / PAGE_SIZE < lo + cnt;
+
+			if (buf[j] != ts_pat(new ? seed2 : seed, o))
+				break;
+		}
+		TS_EXPECT(t, j == len, "read at %u: byte %u is not from the %s page",
+			  off, j, (off + j) / PAGE_SIZE >= lo &&
+			  (off + j) / PAGE_SIZE < lo + cnt ? "new" : "old");
+	}
+out:
+	ts_map_teardown(t, &m, DMA_BIDIRECTIONAL);
+	ts_pages_put(&fresh);
+	kfree(buf);
+	return 0;
+}
+
+/* Destroy unmaps everything with its flush: the device is locked out. */
+static int case_destroy(struct ts *t)
+{
+	const unsigned int n = 8;
+	struct twostep_stats s0, s1;
+	struct ts_map m;
+	dma_addr_t addr;
+	u8 *buf;
+	int ret;
+
+	buf = kmalloc(EDU_MAX_XFER, GFP_KERNEL);
+	if (!TS_EXPECT(t, buf, "allocation"))
+		return 0;
+	ts_stats(t, &s0);
+	if (ts_map_setup(t, &m, n, DMA_BIDIRECTIONAL, t->seed + 5))
+		goto out;
+	/* Secret content, and the device reads it once (IOTLB warm). */
+	{
+		size_t j;
+
+		for (j = 0; j < PAGE_SIZE; j++)
+			*ts_byte(&m.p, 3 * PAGE_SIZE + j) =
+				ts_secret(t->seed, j);
+	}
+	addr = m.st.addr;
+	ret = ts_dev_read(t, addr + 3 * PAGE_SIZE, 1000, buf);
+	TS_EXPECT(t, !ret && !memcmp(buf, ts_byte(&m.p, 3 * PAGE_SIZE), 1000),
+		  "read before destroy: %d", ret);
+
+	twostep_iova_destroy(t->dev, &m.st, n * PAGE_SIZE,
+			     DMA_BIDIRECTIONAL, 0);
+	TS_EXPECT(t, !m.st.addr && !m.st.__size, "state not cleared");
+	ts_stats(t, &s1);
+	TS_EXPECT(t, s1.live_allocs == s0.live_allocs, "live allocations");
+	TS_EXPECT(t, s1.linked_granules == s0.linked_granules, "linked");
+	TS_EXPECT(t, s1.misuse == s0.misuse, "destroy refused");
+	TS_EXPECT(t, !ts_mapped_pages(t, addr, n * PAGE_SIZE), "still mapped");
+
+	ret = ts_dev_read(t, addr + 3 * PAGE_SIZE, 1000, buf);
+	TS_EXPECT(t, !ret, "read after destroy: %d", ret);
+	TS_EXPECT(t, ts_nothing_moved(buf, 1000),
+		  "device still read the page after destroy");
+out:
+	ts_map_teardown(t, &m, DMA_BIDIRECTIONAL);
+	kfree(buf);
+	return 0;
+}
+
+static int case_destroy_zero(struct ts *t)
+{
+	struct twostep_iova_state st;
+	struct twostep_stats s0, s1;
+
+	ts_stats(t, &s0);
+	if (!TS_EXPECT(t, twostep_iova_try_alloc(t->dev, &st, 0,
+						 4 * PAGE_SIZE), "try_alloc"))
+		return 0;
+	ts_note(st.addr, 4 * PAGE_SIZE);
+	ts_stats(t, &s1);
+	TS_EXPECT(t, s1.live_allocs == s0.live_allocs + 1, "live");
+	twostep_iova_destroy(t->dev, &st, 0, DMA_BIDIRECTIONAL, 0);
+	TS_EXPECT(t, !st.addr && !st.__size, "state not cleared");
+	ts_stats(t, &s1);
+	TS_EXPECT(t, s1.live_allocs == s0.live_allocs, "live");
+	TS_EXPECT(t, s1.misuse == s0.misuse, "destroy(0) refused");
+	return 0;
+}
+
+/*
+ * The consumer pattern upstream documents: try_alloc, link each page, one
+ * sync, DMA, destroy; or, when try_alloc says no, dma_map_page per page.
+ * The device writes every page and reads one back either way.
+ */
+static int ts_consumer(struct ts *t, bool allow_twostep, bool *used)
+{
+	const unsigned int n = 4;
+	dma_addr_t addr[4];
+	struct twostep_iova_state st;
+	struct ts_pages p;
+	unsigned int i, mapped = 0;
+	u8 *buf;
+	int ret;
+
+	*used = false;
+	buf = kmalloc(EDU_MAX_XFER, GFP_KERNEL);
+	if (!TS_EXPECT(t, buf, "allocation"))
+		return 0;
+	if (!TS_EXPECT(t, !ts_pages_get(t, &p, n), "pages"))
+		goto out_buf;
+	ts_pages_fill(&p, t->seed + 6);
+
+	if (allow_twostep &&
+	    twostep_iova_try_alloc(t->dev, &st, 0, n * PAGE_SIZE)) {
+		*used = true;
+		ts_note(st.addr, n * PAGE_SIZE);
+		for (i = 0; i < n; i++) {
+			ret = twostep_iova_link(t->dev, &st,
+						page_to_phys(p.pg[i]),
+						i * PAGE_SIZE, PAGE_SIZE,
+						DMA_BIDIRECTIONAL, 0);
+			if (!TS_EXPECT(t, !ret, "link %u: %d", i, ret))
+				goto out_unmap;
+			addr[i] = st.addr + i * PAGE_SIZE;
+			mapped++;
+		}
+		ret = twostep_iova_sync(t->dev, &st, 0, mapped * PAGE_SIZE);
+		TS_EXPECT(t, !ret, "sync: %d", ret);
+	} else {
+		if (!allow_twostep)
+			memset(&st, 0, sizeof(st));
+		TS_EXPECT(t, !st.addr && !st.__size, "state not zeroed");
+		for (i = 0; i < n; i++) {
+			addr[i] = dma_map_page(t->dev, p.pg[i], 0, PAGE_SIZE,
+					       DMA_BIDIRECTIONAL);
+			if (!TS_EXPECT(t, !dma_mapping_error(t->dev, addr[i]),
+				       "dma_map_page %u", i))
+				goto out_unmap;
+			mapped++;
+		}
+	}
+
+	for (i = 0; i < EDU_MAX_XFER; i++)
+		buf[i] = ts_pat(t->seed + 7, i);
+	memcpy(ts_probe, buf, 2000);
+	ret = edu_dma(t->edu, ts_probe_dma, 0, 2000, false);
+	TS_EXPECT(t, !ret, "load device: %d", ret);
+	for (i = 0; i < n && !ret; i++) {
+		ret = edu_dma(t->edu, addr[i] + 1000, 0, 2000, true);
+		TS_EXPECT(t, !ret, "write page %u: %d", i, ret);
+		TS_EXPECT(t, !memcmp(ts_byte(&p, i * PAGE_SIZE + 1000), buf,
+				     2000), "page %u content", i);
+	}
+	ret = ts_dev_read(t, addr[n - 1] + 500, 3000, buf);
+	TS_EXPECT(t, !ret && !memcmp(buf, ts_byte(&p, (n - 1) * PAGE_SIZE +
+						  500), 3000),
+		  "read back: %d", ret);
+
+out_unmap:
+	if (*used) {
+		twostep_iova_destroy(t->dev, &st, mapped * PAGE_SIZE,
+				     DMA_BIDIRECTIONAL, 0);
+	} else {
+		for (i = 0; i < mapped; i++)
+			dma_unmap_page(t->dev, addr[i], PAGE_SIZE,
+				       DMA_BIDIRECTIONAL);
+	}
+	ts_pages_put(&p);
+out_buf:
+	kfree(buf);
+	return 0;
+}
+
+static int case_consumer_twostep(struct ts *t)
+{
+	bool used;
+
+	ts_consumer(t, true, &used);
+	TS_EXPECT(t, used, "try_alloc said no on an attached device");
+	return 0;
+}
+
+static int case_consumer_fallback(struct ts *t)
+{
+	struct twostep_iova_state st;
+	bool used;
+
+	if (!t->api) {
+		/* Where twostep is not attached try_alloc must say no. */
+		memset(&st, 0xab, sizeof(st));
+		TS_EXPECT(t, !twostep_iova_try_alloc(t->dev, &st, 0,
+						     PAGE_SIZE),
+			  "try_alloc on a device that is not attached");
+		TS_EXPECT(t, !st.addr && !st.__size, "state not zeroed");
+		ts_consumer(t, true, &used);
+	} else {
+		ts_consumer(t, false, &used);
+	}
+	TS_EXPECT(t, !used, "fallback path not taken");
+	return 0;
+}
+
+/* Regular DMA-API mappings and two-step links interleaved. */
+static int case_coexistence(struct ts *t)
+{
+	struct twostep_stats s;
+	struct ts_map m;
+	struct page *pg;
+	dma_addr_t classic;
+	u8 *buf;
+	unsigned int i, round;
+	int ret;
+
+	buf = kmalloc(EDU_MAX_XFER, GFP_KERNEL);
+	pg = alloc_page(GFP_KERNEL);
+	if (!TS_EXPECT(t, buf && pg, "allocation"))
+		goto out_free;
+	ts_stats(t, &s);
+	if (ts_map_setup(t, &m, 2, DMA_BIDIRECTIONAL, t->seed + 8))
+		goto out_teardown;
+	classic = dma_map_page(t->dev, pg, 0, PAGE_SIZE, DMA_BIDIRECTIONAL);
+	if (!TS_EXPECT(t, !dma_mapping_error(t->dev, classic), "map"))
+		goto out_teardown;
+	ts_diag("classic %pad, two-step %pad", &classic, &m.st.addr);
+	TS_EXPECT(t, classic + PAGE_SIZE - 1 < s.window_start,
+		  "DMA-API address inside the two-step window");
+	TS_EXPECT(t, m.st.addr >= s.window_start, "two-step below window");
+
+	for (round = 0; round < 2; round++) {
+		u32 sc = t->seed + 20 + round, s2 = t->seed + 30 + round;
+
+		for (i = 0; i < 1500; i++)
+			buf[i] = ts_pat(sc, i);
+		ret = ts_dev_write(t, classic + 16, buf, 1500);
+		TS_EXPECT(t, !ret && !memcmp(page_address(pg) + 16, buf, 1500),
+			  "classic write, round %u: %d", round, ret);
+		for (i = 0; i < 1500; i++)
+			buf[i] = ts_pat(s2, i);
+		ret = ts_dev_write(t, m.st.addr + PAGE_SIZE - 700, buf, 1500);
+		TS_EXPECT(t, !ret && ts_pages_match(&m.p, PAGE_SIZE - 700,
+						    buf, 1500),
+			  "two-step write, round %u: %d", round, ret);
+		for (i = 0; i < 1500; i++)
+			buf[i] = ts_pat(sc, i);
+		TS_EXPECT(t, !memcmp(page_address(pg) + 16, buf, 1500),
+			  "classic page changed by the two-step write");
+	}
+	dma_unmap_page(t->dev, classic, PAGE_SIZE, DMA_BIDIRECTIONAL);
+out_teardown:
+	ts_map_teardown(t, &m, DMA_BIDIRECTIONAL);
+out_free:
+	if (pg)
+		__free_page(pg);
+	kfree(buf);
+	return 0;
+}
+
+/* A DMA_TO_DEVICE link is device read-only. */
+static int case_perm_to_device(struct ts *t)
+{
+	struct ts_map m;
+	u8 *buf, *before;
+	u32 i;
+	int ret;
+
+	buf = kmalloc(EDU_MAX_XFER, GFP_KERNEL);
+	before = kmalloc(PAGE_SIZE, GFP_KERNEL);
+	if (!TS_EXPECT(t, buf && before, "allocation"))
+		goto out_free;
+	if (ts_map_setup(t, &m, 2, DMA_TO_DEVICE, t->seed + 9))
+		goto out_teardown;
+	ret = ts_dev_read(t, m.st.addr + 100, 2000, buf);
+	TS_EXPECT(t, !ret && !memcmp(buf, ts_byte(&m.p, 100), 2000),
+		  "device cannot read a DMA_TO_DEVICE link: %d", ret);
+	memcpy(before, page_address(m.p.pg[1]), PAGE_SIZE);
+	for (i = 0; i < 2000; i++)
+		buf[i] = ts_secret(t->seed + 10, i);
+	ret = ts_dev_write(t, m.st.addr + PAGE_SIZE + 50, buf, 2000);
+	TS_EXPECT(t, !ret, "write attempt: %d", ret);
+	TS_EXPECT(t, !memcmp(before, page_address(m.p.pg[1]), PAGE_SIZE),
+		  "device wrote through a DMA_TO_DEVICE link");
+out_teardown:
+	ts_map_teardown(t, &m, DMA_TO_DEVICE);
+out_free:
+	kfree(before);
+	kfree(buf);
+	return 0;
+}
+
+/* An unlinked range is out of the device's reach, both ways. */
+static int case_perm_unlinked(struct ts *t)
+{
+	struct ts_map m;
+	u8 *buf, *before;
+	u32 i;
+	int ret;
+
+	buf = kmalloc(EDU_MAX_XFER, GFP_KERNEL);
+	before = kmalloc(PAGE_SIZE, GFP_KERNEL);
+	if (!TS_EXPECT(t, buf && before, "allocation"))
+		goto out_free;
+	if (ts_map_setup(t, &m, 2, DMA_BIDIRECTIONAL, t->seed + 11))
+		goto out_teardown;
+	for (i = 0; i < PAGE_SIZE; i++)
+		*ts_byte(&m.p, PAGE_SIZE + i) = ts_secret(t->seed + 12, i);
+	ret = ts_dev_read(t, m.st.addr + PAGE_SIZE, 1000, buf);
+	TS_EXPECT(t, !ret && !memcmp(buf, ts_byte(&m.p, PAGE_SIZE), 1000),
+		  "positive control: linked page not readable: %d", ret);
+
+	twostep_iova_unlink(t->dev, &m.st, PAGE_SIZE, PAGE_SIZE,
+			    DMA_BIDIRECTIONAL, 0);
+	m.linked = 1;
+	TS_EXPECT(t, !ts_mapped_pages(t, m.st.addr + PAGE_SIZE, PAGE_SIZE),
+		  "unlinked page still translates");
+	ret = ts_dev_read(t, m.st.addr + PAGE_SIZE, 1000, buf);
+	TS_EXPECT(t, !ret, "read attempt: %d", ret);
+	TS_EXPECT(t, ts_nothing_moved(buf, 1000),
+		  "device read an unlinked page");
+	memcpy(before, page_address(m.p.pg[1]), PAGE_SIZE);
+	for (i = 0; i < 1000; i++)
+		buf[i] = ts_pat(t->seed + 13, i);
+	ret = ts_dev_write(t, m.st.addr + PAGE_SIZE + 8, buf, 1000);
+	TS_EXPECT(t, !ret, "write attempt: %d", ret);
+	TS_EXPECT(t, !memcmp(before, page_address(m.p.pg[1]), PAGE_SIZE),
+		  "device wrote an unlinked page");
+	/* The page still linked is untouched and reachable. */
+	ret = ts_dev_read(t, m.st.addr + 10, 500, buf);
+	TS_EXPECT(t, !ret && !memcmp(buf, ts_byte(&m.p, 10), 500),
+		  "linked neighbour: %d", ret);
+out_teardown:
+	ts_map_teardown(t, &m, DMA_BIDIRECTIONAL);
+out_free:
+	kfree(before);
+	kfree(buf);
+	return 0;
+}
+
+/* Link, sync and unlink with interrupts off, as upstream allows. */
+static int case_atomic_link(struct ts *t)
+{
+	const unsigned int n = 4;
+	struct twostep_iova_state st;
+	struct ts_pages p;
+	unsigned long flags;
+	unsigned int i, ok = 0;
+	int ret = 0;
+	u8 *buf;
+
+	buf = kmalloc(EDU_MAX_XFER, GFP_KERNEL);
+	if (!TS_EXPECT(t, buf, "allocation"))
+		return 0;
+	if (!TS_EXPECT(t, !ts_pages_get(t, &p, n), "pages"))
+		goto out_buf;
+	ts_pages_fill(&p, t->seed + 14);
+	if (!TS_EXPECT(t, twostep_iova_try_alloc(t->dev, &st, 0,
+						 n * PAGE_SIZE), "try_alloc"))
+		goto out_pages;
+	ts_note(st.addr, n * PAGE_SIZE);
+
+	local_irq_save(flags);
+	for (i = 0; i < n; i++) {
+		ret = twostep_iova_link(t->dev, &st, page_to_phys(p.pg[i]),
+					i * PAGE_SIZE, PAGE_SIZE,
+					DMA_BIDIRECTIONAL, 0);
+		if (ret)
+			break;
+		ok++;
+	}
+	if (!ret)
+		ret = twostep_iova_sync(t->dev, &st, 0, n * PAGE_SIZE);
+	local_irq_restore(flags);
+	TS_EXPECT(t, !ret && ok == n, "link/sync with IRQs off: %d", ret);
+
+	ret = ts_dev_read(t, st.addr + PAGE_SIZE + 2000, 3000, buf);
+	TS_EXPECT(t, !ret && ts_pages_match(&p, PAGE_SIZE + 2000, buf, 3000),
+		  "read: %d", ret);
+
+	local_irq_save(flags);
+	twostep_iova_unlink(t->dev, &st, 0, ok * PAGE_SIZE,
+			    DMA_BIDIRECTIONAL, 0);
+	local_irq_restore(flags);
+	TS_EXPECT(t, !ts_mapped_pages(t, st.addr, n * PAGE_SIZE),
+		  "unlink with IRQs off left mappings");
+	twostep_iova_free(t->dev, &st);
+out_pages:
+	ts_pages_put(&p);
+out_buf:
+	kfree(buf);
+	return 0;
+}
+
+/* Bad input: exact errors, and nothing changes in the page tables. */
+static int case_bad_input(struct ts *t)
+{
+	struct twostep_iova_state st, stale;
+	struct twostep_stats s0, s1;
+	struct page *pg;
+	phys_addr_t phys;
+	int ret;
+
+	pg = alloc_page(GFP_KERNEL);
+	if (!TS_EXPECT(t, pg, "page"))
+		return 0;
+	phys = page_to_phys(pg);
+	if (!TS_EXPECT(t, twostep_iova_try_alloc(t->dev, &st, 0,
+						 4 * PAGE_SIZE), "try_alloc"))
+		goto out;
+	ts_note(st.addr, 4 * PAGE_SIZE);
+	ts_stats(t, &s0);
+
+#define BAD_LINK(want, off, size, dir) do {				\
+	ret = twostep_iova_link(t->dev, &st, phys, off, size, dir, 0);	\
+	TS_EXPECT(t, ret == (want), "link(%s, %s): %d, expected %d",	\
+		  #off, #size, ret, want);				\
+} while (0)
+
+	BAD_LINK(-ERANGE, 4 * PAGE_SIZE, PAGE_SIZE, DMA_TO_DEVICE);
+	BAD_LINK(-ERANGE, 3 * PAGE_SIZE, 2 * PAGE_SIZE, DMA_TO_DEVICE);
+	BAD_LINK(-ERANGE, SIZE_MAX - 10, 100, DMA_TO_DEVICE);
+	BAD_LINK(-EINVAL, 100, 100, DMA_TO_DEVICE);
+	BAD_LINK(-EINVAL, 0, 0, DMA_TO_DEVICE);
+	BAD_LINK(-EINVAL, 0, PAGE_SIZE, DMA_NONE);
+	ret = twostep_iova_link(t->dev, &st, phys + 8, 0, PAGE_SIZE,
+				DMA_TO_DEVICE, 0);
+	TS_EXPECT(t, ret == -EINVAL, "phys offset mismatch: %d", ret);
+	ret = twostep_iova_link(NULL, &st, phys, 0, PAGE_SIZE,
+				DMA_TO_DEVICE, 0);
+	TS_EXPECT(t, ret == -ENODEV, "NULL device: %d", ret);
+	ts_stats(t, &s1);
+	TS_EXPECT(t, s1.linked_granules == s0.linked_granules, "linked");
+	TS_EXPECT(t, !ts_mapped_pages(t, st.addr, 4 * PAGE_SIZE),
+		  "a refused link mapped something");
+
+	BAD_LINK(0, 0, PAGE_SIZE, DMA_TO_DEVICE);
+	BAD_LINK(-EBUSY, 0, PAGE_SIZE, DMA_TO_DEVICE);
+#undef BAD_LINK
+	ts_stats(t, &s0);
+	twostep_iova_unlink(t->dev, &st, PAGE_SIZE, PAGE_SIZE,
+			    DMA_TO_DEVICE, 0);
+	ts_stats(t, &s1);
+	TS_EXPECT(t, s1.misuse == s0.misuse + 1, "unlink of a hole accepted");
+	TS_EXPECT(t, s1.linked_granules == s0.linked_granules, "linked");
+	TS_EXPECT(t, ts_mapped_pages(t, st.addr, 4 * PAGE_SIZE) == 1,
+		  "mapping changed");
+
+	stale = st;
+	stale.addr += 2 * PAGE_SIZE;
+	ret = twostep_iova_sync(t->dev, &stale, 0, PAGE_SIZE);
+	TS_EXPECT(t, ret == -ENOENT, "forged state: %d", ret);
+
+	stale = st;
+	twostep_iova_destroy(t->dev, &st, PAGE_SIZE, DMA_TO_DEVICE, 0);
+	ret = twostep_iova_link(t->dev, &stale, phys, 0, PAGE_SIZE,
+				DMA_TO_DEVICE, 0);
+	TS_EXPECT(t, ret == -ENOENT, "link after destroy: %d", ret);
+	ts_stats(t, &s0);
+	twostep_iova_free(t->dev, &st);
+	twostep_iova_free(t->dev, &stale);
+	ts_stats(t, &s1);
+	TS_EXPECT(t, s1.misuse == s0.misuse + 2, "double free accepted");
+	TS_EXPECT(t, !ts_mapped_pages(t, stale.addr, 4 * PAGE_SIZE),
+		  "mapped after destroy");
+out:
+	__free_page(pg);
+	return 0;
+}
+
+/* Nothing left: no live range, nothing mapped where any range was. */
+static int case_no_leak(struct ts *t)
+{
+	struct twostep_stats s;
+	unsigned int i, mapped = 0;
+
+	ts_stats(t, &s);
+	ts_diag("%u ranges checked, %lu refused calls counted", ts_nused,
+		s.misuse);
+	TS_EXPECT(t, s.live_allocs == 0, "%lu live allocations",
+		  s.live_allocs);
+	TS_EXPECT(t, s.linked_granules == 0, "%lu linked granules",
+		  s.linked_granules);
+	for (i = 0; i < ts_nused; i++)
+		mapped += ts_mapped_pages(t, ts_used[i].addr, ts_used[i].size);
+	TS_EXPECT(t, mapped == 0, "%u pages still mapped", mapped);
+	TS_EXPECT(t, ts_nused > 0, "no range was recorded");
+	return 0;
+}
+
+static const struct ts_case {
+	const char *name;
+	int (*run)(struct ts *t);
+	bool needs_api;
+} ts_cases[] = {
+	{ "edu_identity", case_edu_identity, false },
+	{ "edu_guard", case_edu_guard, false },
+	{ "classic_dma", case_classic_dma, false },
+	{ "attach", case_attach, false },
+	{ "try_alloc_offset", case_try_alloc_offset, true },
+	{ "try_alloc_refuse", case_try_alloc_refuse, true },
+	{ "free_returns_range", case_free_returns_range, true },
+	{ "contiguity", case_contiguity, true },
+	{ "unlink_relink", case_unlink_relink, true },
+	{ "destroy", case_destroy, true },
+	{ "destroy_zero", case_destroy_zero, true },
+	{ "consumer_twostep", case_consumer_twostep, true },
+	{ "consumer_fallback", case_consumer_fallback, false },
+	{ "coexistence", case_coexistence, true },
+	{ "perm_to_device", case_perm_to_device, true },
+	{ "perm_unlinked", case_perm_unlinked, true },
+	{ "atomic_link", case_atomic_link, true },
+	{ "bad_input", case_bad_input, true },
+	{ "no_leak", case_no_leak, true },
+};
+
+static bool ts_selected(const char *filter, const char *name)
+{
+	size_t len = strlen(name);
+	const char *p = filter;
+
+	if (!filter || !*filter)
+		return true;
+	while ((p = strstr(p, name))) {
+		if ((p == filter || p[-1] == ',') &&
+		    (p[len] == ',' || p[len] == '\0'))
+			return true;
+		p += len;
+	}
+	return false;
+}
+
+/* Run the selected cases; returns the number that failed. */
+int ts_run_all(struct ts *t, const char *filter)
+{
+	unsigned int i, n = 0, num = 0, failed = 0, skipped = 0;
+
+	for (i = 0; i < ARRAY_SIZE(ts_cases); i++)
+		n += ts_selected(filter, ts_cases[i].name);
+
+	ts_probe = dma_alloc_coherent(t->dev, EDU_BUF_SIZE, &ts_probe_dma,
+				      GFP_KERNEL);
+	ktap_line("KTAP version 1");
+	if (!ts_probe) {
+		ktap_line("Bail out! no coherent buffer");
+		return 1;
+	}
+	ktap_line("1..%u", n);
+	ktap_line("# seed %u, twostep %s (attach %d), expect_api %d",
+		  t->seed, t->api ? "attached" : "not attached",
+		  t->edu->attach_ret, t->expect_api);
+
+	for (i = 0; i < ARRAY_SIZE(ts_cases); i++) {
+		const struct ts_case *c = &ts_cases[i];
+		int ret;
+
+		if (!ts_selected(filter, c->name))
+			continue;
+		num++;
+		t->failed = 0;
+		t->skip[0] = '\0';
+		if (c->needs_api && !t->api) {
+			if (t->expect_api == 1) {
+				ts_diag("twostep attach failed (%d) where the API is expected",
+					t->edu->attach_ret);
+				t->failed++;
+				ret = 0;
+			} else {
+				snprintf(t->skip, sizeof(t->skip),
+					 "no translating IOMMU domain (attach %d)",
+					 t->edu->attach_ret);
+				ret = TS_SKIP;
+			}
+		} else {
+			ret = c->run(t);
+		}
+		if (t->edu->dead)
+			t->failed++;
+		if (t->failed) {
+			failed++;
+			ktap_line("not ok %u %s", num, c->name);
+		} else if (ret == TS_SKIP) {
+			skipped++;
+			ktap_line("ok %u %s # SKIP %s", num, c->name, t->skip);
+		} else {
+			ktap_line("ok %u %s", num, c->name);
+		}
+	}
+	ktap_line("# totals: pass:%u fail:%u skip:%u", n - failed - skipped,
+		  failed, skipped);
+	dma_free_coherent(t->dev, EDU_BUF_SIZE, ts_probe, ts_probe_dma);
+	ts_probe = NULL;
+	return failed;
+}

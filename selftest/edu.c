@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * twostep self-test: the edu PCI driver. Binds the device, checks it is
+ * alive, enables bus mastering and MSI, attaches it to twostep and offers
+ * one guarded DMA primitive, edu_dma().
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/dma-mapping.h>
+#include <linux/interrupt.h>
+#include <linux/io.h>
+#include <linux/module.h>
+#include <linux/pci.h>
+
+#include "edu.h"
+#include "twostep.h"
+
+/* Generous: a transfer takes 100 ms of the guest's virtual clock. */
+#define EDU_DMA_TIMEOUT_MS	10000
+
+static struct edu_dev *edu_bound;
+static unsigned int edu_hw_dma_bits;
+
+struct edu_dev *edu_get(void)
+{
+	return edu_bound;
+}
+
+static irqreturn_t edu_irq(int irq, void *data)
+{
+	struct edu_dev *edu = data;
+	u32 status = readl(edu->regs + EDU_REG_IRQ_STATUS);
+
+	if (!status)
+		return IRQ_NONE;
+	writel(status, edu->regs + EDU_REG_IRQ_ACK);
+	if (status & EDU_IRQ_DMA)
+		complete(&edu->done);
+	return IRQ_HANDLED;
+}
+
+/**
+ * edu_dma - move bytes between RAM and the device buffer
+ * @edu: device
+ * @ram: device address of the RAM side
+ * @dev_off: offset into the device buffer
+ * @len: bytes to move
+ * @to_ram: true for device buffer -> RAM, false for RAM -> device buffer
+ *
+ * Every request is checked before it reaches the device: one that QEMU
+ * would abort on, or that the device cannot address, is refused.
+ *
+ * Return: 0 when the device reported completion, -EINVAL for a refused
+ * request, -ETIMEDOUT (and the device is not used again) or -EIO.
+ */
+int edu_dma(struct edu_dev *edu, dma_addr_t ram, u32 dev_off, u32 len,
+	    bool to_ram)
+{
+	u64 src, dst, ram_end;
+	long left;
+	int ret = 0;
+
+	if (!len || len > EDU_MAX_XFER || dev_off > EDU_MAX_XFER ||
+	    dev_off + len > EDU_MAX_XFER)
+		return -EINVAL;
+	if (check_add_overflow((u64)ram, (u64)len - 1, &ram_end) ||
+	    ram_end > edu->ram_limit)
+		return -EINVAL;
+
+	mutex_lock(&edu->lock);
+	if (edu->dead) {
+		ret = -EIO;
+		goto out_unlock;
+	}
+	if (readl(edu->regs + EDU_REG_DMA_CMD) & EDU_DMA_START) {
+		ret = -EIO;
+		goto out_unlock;
+	}
+	src = to_ram ? EDU_BUF_ADDR + dev_off : ram;
+	dst = to_ram ? ram : EDU_BUF_ADDR + dev_off;
+	reinit_completion(&edu->done);
+	writeq(src, edu->regs + EDU_REG_DMA_SRC);
+	writeq(dst, edu->regs + EDU_REG_DMA_DST);
+	writeq(len, edu->regs + EDU_REG_DMA_COUNT);
+	edu->dma_started++;
+	writeq(EDU_DMA_START | EDU_DMA_IRQ | (to_ram ? EDU_DMA_TO_RAM : 0),
+	       edu->regs + EDU_REG_DMA_CMD);
+	left = wait_for_completion_timeout(&edu->done,
+				msecs_to_jiffies(EDU_DMA_TIMEOUT_MS));
+	if (!left) {
+		edu->dead = true;
+		dev_err(&edu->pdev->dev, "DMA timed out, device disabled\n");
+		ret = -ETIMEDOUT;
+	}
+out_unlock:
+	mutex_unlock(&edu->lock);
+	return ret;
+}
+
+static int edu_check_identity(struct edu_dev *edu)
+{
+	u32 id = readl(edu->regs + EDU_REG_ID);
+	u32 probe = 0x5a5aa5a5;
+
+	if ((id & 0xff) != EDU_ID_MAGIC) {
+		dev_err(&edu->pdev->dev, "identity %#x is not edu's\n", id);
+		return -ENODEV;
+	}
+	writel(probe, edu->regs + EDU_REG_LIVENESS);
+	if (readl(edu->regs + EDU_REG_LIVENESS) != ~probe) {
+		dev_err(&edu->pdev->dev, "liveness check failed\n");
+		return -EIO;
+	}
+	return 0;
+}
+
+static int edu_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+{
+	struct edu_dev *edu;
+	int ret;
+
+	if (edu_bound)
+		return -EBUSY;
+	edu = devm_kzalloc(&pdev->dev, sizeof(*edu), GFP_KERNEL);
+	if (!edu)
+		return -ENOMEM;
+	edu->pdev = pdev;
+	mutex_init(&edu->lock);
+	init_completion(&edu->done);
+	edu->ram_limit = DMA_BIT_MASK(edu_hw_dma_bits);
+
+	ret = pcim_enable_device(pdev);
+	if (ret)
+		return ret;
+	ret = pcim_iomap_regions(pdev, BIT(0), KBUILD_MODNAME);
+	if (ret)
+		return ret;
+	edu->regs = pcim_iomap_table(pdev)[0];
+	ret = edu_check_identity(edu);
+	if (ret)
+		return ret;
+
+	pci_set_master(pdev);
+	ret = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(32));
+	if (ret)
+		return ret;
+	ret = pci_alloc_irq_vectors(pdev, 1, 1, PCI_IRQ_MSI);
+	if (ret < 0)
+		return ret;
+	edu->irq = pci_irq_vector(pdev, 0);
+	ret = request_irq(edu->irq, edu_irq, 0, KBUILD_MODNAME, edu);
+	if (ret)
+		goto err_free_vectors;
+
+	edu->attach_ret = twostep_attach(&pdev->dev, edu->ram_limit);
+	pci_set_drvdata(pdev, edu);
+	edu_bound = edu;
+	dev_info(&pdev->dev, "edu bound, irq %d, twostep attach %d\n",
+		 edu->irq, edu->attach_ret);
+	return 0;
+
+err_free_vectors:
+	pci_free_irq_vectors(pdev);
+	return ret;
+}
+
+static void edu_remove(struct pci_dev *pdev)
+{
+	struct edu_dev *edu = pci_get_drvdata(pdev);
+
+	if (!edu->attach_ret)
+		twostep_detach(&pdev->dev);
+	free_irq(edu->irq, edu);
+	pci_free_irq_vectors(pdev);
+	pci_clear_master(pdev);
+	edu_bound = NULL;
+}
+
+static const struct pci_device_id edu_ids[] = {
+	{ PCI_DEVICE(EDU_VENDOR, EDU_DEVICE) },
+	{ }
+};
+
+static struct pci_driver edu_driver = {
+	.name = "twostep_edu",
+	.id_table = edu_ids,
+	.probe = edu_probe,
+	.remove = edu_remove,
+};
+
+int edu_driver_register(unsigned int hw_dma_bits)
+{
+	edu_hw_dma_bits = hw_dma_bits;
+	return pci_register_driver(&edu_driver);
+}
+
+void edu_driver_unregister(void)
+{
+	pci_unregister_driver(&edu_driver);
+}

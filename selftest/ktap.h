@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * twostep self-test: KTAP version 1 output and the case framework. Every
+ * line goes to the kernel log with one fixed prefix, so a reader of dmesg or
+ * of a serial console can cut the report out with a single pattern.
+ */
+#ifndef _TWOSTEP_KTAP_H
+#define _TWOSTEP_KTAP_H
+
+#include <linux/printk.h>
+#include <linux/types.h>
+
+#include "edu.h"
+
+#define KTAP_PREFIX "twostep-ktap: "
+
+#define ktap_line(fmt, ...) pr_info(KTAP_PREFIX fmt "\n", ##__VA_ARGS__)
+
+/* Returned by a case that cannot run here; ts->skip says why. */
+#define TS_SKIP 1
+
+/**
+ * struct ts - state shared by the cases of one run
+ * @edu: the bound device
+ * @dev: its struct device
+ * @api: twostep is attached to @dev
+ * @expect_api: 1 the platform must offer the API, 0 it must not, -1 unknown
+ * @failed: assertions failed in the current case
+ * @skip: reason for TS_SKIP
+ * @seed: pattern seed, printed for reproduction
+ */
+struct ts {
+	struct edu_dev *edu;
+	struct device *dev;
+	bool api;
+	int expect_api;
+	unsigned int failed;
+	char skip[96];
+	u32 seed;
+};
+
+/* Record a failed assertion with its location; evaluates to @cond. */
+#define TS_EXPECT(t, cond, fmt, ...) ({					\
+	bool __ok = !!(cond);						\
+	if (!__ok) {							\
+		ktap_line("    # %s:%d: failed: %s: " fmt, __func__,	\
+			  __LINE__, #cond, ##__VA_ARGS__);		\
+		(t)->failed++;						\
+	}								\
+	__ok;								\
+})
+
+#define ts_diag(fmt, ...) ktap_line("    # " fmt, ##__VA_ARGS__)
+
+int ts_run_all(struct ts *t, const char *filter);
+
+#endif /* _TWOSTEP_KTAP_H */

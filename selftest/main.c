@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * twostep self-test: module entry. Binds the edu device, runs the KTAP
+ * suite and fails to load when any case failed, so that both `insmod` and
+ * the kernel log tell the result.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+
+#include "edu.h"
+#include "ktap.h"
+
+static int expect_api = -1;
+module_param(expect_api, int, 0444);
+MODULE_PARM_DESC(expect_api,
+		 "1: the two-step API must be available, 0: it must not, -1: skip what cannot run (default)");
+
+static char *cases;
+module_param(cases, charp, 0444);
+MODULE_PARM_DESC(cases, "comma-separated case names to run (default: all)");
+
+static uint seed = 20241110;
+module_param(seed, uint, 0444);
+MODULE_PARM_DESC(seed, "seed of the data patterns and page shuffles");
+
+static uint hw_dma_bits = 40;
+module_param(hw_dma_bits, uint, 0444);
+MODULE_PARM_DESC(hw_dma_bits,
+		 "address bits the edu device really drives (its dma_mask property)");
+
+static int __init twostep_selftest_init(void)
+{
+	struct edu_dev *edu;
+	struct ts t = { };
+	int ret, failed;
+
+	if (hw_dma_bits < 33 || hw_dma_bits > 64) {
+		pr_err("hw_dma_bits must be 33..64\n");
+		return -EINVAL;
+	}
+	ret = edu_driver_register(hw_dma_bits);
+	if (ret)
+		return ret;
+	edu = edu_get();
+	if (!edu) {
+		ktap_line("KTAP version 1");
+		ktap_line("1..0");
+		ktap_line("Bail out! no edu device (PCI %04x:%04x) bound",
+			  EDU_VENDOR, EDU_DEVICE);
+		edu_driver_unregister();
+		return -ENODEV;
+	}
+	t.edu = edu;
+	t.dev = &edu->pdev->dev;
+	t.api = !edu->attach_ret;
+	t.expect_api = expect_api;
+	t.seed = seed;
+	failed = ts_run_all(&t, cases);
+	pr_info("self-test finished: %d case(s) failed\n", failed);
+	if (failed) {
+		edu_driver_unregister();
+		return -EIO;
+	}
+	return 0;
+}
+
+static void __exit twostep_selftest_exit(void)
+{
+	edu_driver_unregister();
+}
+
+module_init(twostep_selftest_init);
+module_exit(twostep_selftest_exit);
+
+MODULE_LICENSE("GPL");
+MODULE_AUTHOR("The twostep developers");
+MODULE_DESCRIPTION("twostep self-test: DMA through two-step IOVA with QEMU's edu device");
+MODULE_VERSION(TWOSTEP_VERSION);

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * twostep: the one place that knows how kernel APIs differ between the
+ * kernels twostep builds for. Decisions come from feature probes run at
+ * build time by src/conftest.sh (TWOSTEP_HAVE_* macros), never from
+ * kernel version numbers, since distributions backport.
+ */
+#ifndef _TWOSTEP_COMPAT_H
+#define _TWOSTEP_COMPAT_H
+
+#include <linux/iommu.h>
+
+/* Map without sleeping, for domains that lack ->map_pages. */
+static inline int twostep_compat_map_atomic(struct iommu_domain *domain,
+					    unsigned long iova,
+					    phys_addr_t paddr, size_t size,
+					    int prot)
+{
+#ifdef TWOSTEP_HAVE_IOMMU_MAP_ATOMIC
+	return iommu_map_atomic(domain, iova, paddr, size, prot);
+#else
+	return iommu_map(domain, iova, paddr, size, prot, GFP_ATOMIC);
+#endif
+}
+
+#endif /* _TWOSTEP_COMPAT_H */

@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * twostep: per-device contexts. Attach builds a private IOVA allocator over
+ * the device's own IOMMU domain, restricted to a window above the device's
+ * DMA-API masks; detach tears it down and reclaims whatever is left.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/device.h>
+#include <linux/dma-map-ops.h>
+#include <linux/dma-mapping.h>
+#include <linux/module.h>
+#include <linux/pci.h>
+#include <linux/slab.h>
+
+#include "twostep_internal.h"
+
+static LIST_HEAD(twostep_ctxs);
+static DEFINE_SPINLOCK(twostep_ctxs_lock);
+
+/* Look up the context of @dev; safe in any context. */
+struct twostep_ctx *twostep_ctx_find(struct device *dev)
+{
+	struct twostep_ctx *ctx, *found = NULL;
+	unsigned long flags;
+
+	if (!dev)
+		return NULL;
+	spin_lock_irqsave(&twostep_ctxs_lock, flags);
+	list_for_each_entry(ctx, &twostep_ctxs, node) {
+		if (ctx->dev == dev) {
+			found = ctx;
+			break;
+		}
+	}
+	spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
+	return found;
+}
+
+/* Report a refused call: one rate-limited line, counted per device. */
+void twostep_misuse(struct twostep_ctx *ctx, struct device *dev,
+		    const char *fmt, ...)
+{
+	struct va_format vaf;
+	unsigned long flags;
+	va_list args;
+
+	if (ctx) {
+		spin_lock_irqsave(&ctx->lock, flags);
+		ctx->misuse++;
+		spin_unlock_irqrestore(&ctx->lock, flags);
+	}
+	va_start(args, fmt);
+	vaf.fmt = fmt;
+	vaf.va = &args;
+	if (dev)
+		dev_warn_ratelimited(dev, "twostep: refused: %pV\n", &vaf);
+	else
+		pr_warn_ratelimited("refused: %pV\n", &vaf);
+	va_end(args);
+}
+
+static bool twostep_dev_untrusted(struct device *dev)
+{
+	return dev_is_pci(dev) && to_pci_dev(dev)->untrusted;
+}
+
+/* Keep the IOMMU's reserved regions out of the private allocator. */
+static int twostep_reserve_regions(struct twostep_ctx *ctx)
+{
+	struct iommu_resv_region *region, *next;
+	struct iommu_group *group;
+	LIST_HEAD(regions);
+	int ret;
+
+	group = iommu_group_get(ctx->dev);
+	if (!group)
+		return -ENODEV;
+	ret = iommu_get_group_resv_regions(group, &regions);
+	iommu_group_put(group);
+
+	list_for_each_entry_safe(region, next, &regions, list) {
+		u64 lo = region->start;
+		u64 hi = region->start + region->length - 1;
+
+		if (!ret && region->length && hi >= ctx->win_start &&
+		    lo <= ctx->win_end) {
+			lo = max_t(u64, lo, ctx->win_start);
+			hi = min_t(u64, hi, ctx->win_end);
+			if (!reserve_iova(&ctx->iovad, lo >> ctx->shift,
+					  hi >> ctx->shift))
+				ret = -ENOMEM;
+		}
+		list_del(&region->list);
+		kfree(region);
+	}
+	return ret;
+}
+
+int twostep_attach(struct device *dev, u64 hw_dma_limit)
+{
+	struct iommu_domain *domain;
+	struct twostep_ctx *ctx;
+	unsigned long granule;
+	u64 api_limit, end;
+	unsigned long flags;
+	int ret;
+
+	might_sleep();
+	if (!dev)
+		return -EINVAL;
+	if (twostep_ctx_find(dev)) {
+		dev_err(dev, "twostep: attach: already attached\n");
+		return -EBUSY;
+	}
+	domain = iommu_get_domain_for_dev(dev);
+	if (!domain) {
+		dev_info(dev, "twostep: attach: no IOMMU domain\n");
+		return -ENODEV;
+	}
+	if (!(domain->type & __IOMMU_DOMAIN_PAGING)) {
+		dev_info(dev, "twostep: attach: domain type %#x does not translate (identity or passthrough)\n",
+			 domain->type);
+		return -ENODEV;
+	}
+	if (!iommu_is_dma_domain(domain)) {
+		dev_err(dev, "twostep: attach: domain is not managed by the DMA API\n");
+		return -EOPNOTSUPP;
+	}
+	if (!dev_is_dma_coherent(dev) || twostep_dev_untrusted(dev)) {
+		dev_err(dev, "twostep: attach: non-coherent or untrusted devices need bouncing, not supported\n");
+		return -EOPNOTSUPP;
+	}
+	granule = 1UL << __ffs(domain->pgsize_bitmap);
+	if (granule > PAGE_SIZE) {
+		dev_err(dev, "twostep: attach: IOMMU granule %lu exceeds PAGE_SIZE\n",
+			granule);
+		return -EOPNOTSUPP;
+	}
+
+	api_limit = max_t(u64, dma_get_mask(dev), dev->coherent_dma_mask);
+	end = hw_dma_limit;
+	if (domain->geometry.force_aperture)
+		end = min_t(u64, end, domain->geometry.aperture_end);
+	if (api_limit == U64_MAX || ALIGN(api_limit + 1, granule) == 0 ||
+	    ALIGN(api_limit + 1, granule) > end ||
+	    end - ALIGN(api_limit + 1, granule) + 1 < granule) {
+		dev_err(dev, "twostep: attach: empty window: DMA-API mask %#llx, hardware limit %#llx, aperture end %#llx\n",
+			api_limit, hw_dma_limit,
+			(u64)domain->geometry.aperture_end);
+		return -ERANGE;
+	}
+
+	ctx = kzalloc(sizeof(*ctx), GFP_KERNEL);
+	if (!ctx)
+		return -ENOMEM;
+	ctx->dev = get_device(dev);
+	ctx->domain = domain;
+	ctx->shift = __ffs(granule);
+	ctx->win_start = ALIGN(api_limit + 1, granule);
+	ctx->win_end = end;
+	/* last whole granule: alloc_iova() takes an inclusive limit */
+	ctx->limit_pfn = end == U64_MAX ? U64_MAX >> ctx->shift :
+			 ((end + 1) >> ctx->shift) - 1;
+	ctx->prot_extra = IOMMU_CACHE;
+	spin_lock_init(&ctx->lock);
+	ctx->allocs = RB_ROOT;
+
+	ret = iova_cache_get();
+	if (ret)
+		goto err_put_device;
+	init_iova_domain(&ctx->iovad, granule, ctx->win_start >> ctx->shift);
+	ret = twostep_reserve_regions(ctx);
+	if (ret) {
+		dev_err(dev, "twostep: attach: reading reserved regions failed: %d\n",
+			ret);
+		goto err_put_iovad;
+	}
+
+	spin_lock_irqsave(&twostep_ctxs_lock, flags);
+	list_add_tail(&ctx->node, &twostep_ctxs);
+	spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
+	dev_info(dev, "twostep: attached: window [%#llx, %#llx], granule %lu\n",
+		 (u64)ctx->win_start, (u64)ctx->win_end, granule);
+	return 0;
+
+err_put_iovad:
+	put_iova_domain(&ctx->iovad);
+	iova_cache_put();
+err_put_device:
+	put_device(ctx->dev);
+	kfree(ctx);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(twostep_attach);
+
+/* Unlink and free every live range; the context is already unlisted. */
+static void twostep_ctx_destroy(struct twostep_ctx *ctx)
+{
+	struct iommu_iotlb_gather gather;
+	unsigned long left = 0, granules = 0;
+	struct twostep_alloc *a;
+	struct rb_node *rb;
+
+	iommu_iotlb_gather_init(&gather);
+	while ((rb = rb_first(&ctx->allocs))) {
+		a = rb_entry(rb, struct twostep_alloc, node);
+		rb_erase(rb, &ctx->allocs);
+		left++;
+		granules += bitmap_weight(a->linked, a->nr);
+		twostep_alloc_release(ctx, a, &gather);
+	}
+	if (left)
+		dev_warn_once(ctx->dev, "twostep: detach: %lu live allocation(s) with %lu linked granule(s) unmapped and freed\n",
+			      left, granules);
+
+	put_iova_domain(&ctx->iovad);
+	iova_cache_put();
+	dev_info(ctx->dev, "twostep: detached\n");
+	put_device(ctx->dev);
+	kfree(ctx);
+}
+
+void twostep_detach(struct device *dev)
+{
+	struct twostep_ctx *ctx;
+	unsigned long flags;
+
+	might_sleep();
+	ctx = twostep_ctx_find(dev);
+	if (!ctx) {
+		twostep_misuse(NULL, dev, "detach: device not attached");
+		return;
+	}
+	spin_lock_irqsave(&twostep_ctxs_lock, flags);
+	list_del(&ctx->node);
+	spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
+	twostep_ctx_destroy(ctx);
+}
+EXPORT_SYMBOL_GPL(twostep_detach);
+
+int twostep_get_stats(struct device *dev, struct twostep_stats *stats)
+{
+	struct twostep_ctx *ctx = twostep_ctx_find(dev);
+	unsigned long flags;
+
+	if (!ctx)
+		return -ENODEV;
+	spin_lock_irqsave(&ctx->lock, flags);
+	stats->window_start = ctx->win_start;
+	stats->window_end = ctx->win_end;
+	stats->granule = 1UL << ctx->shift;
+	stats->live_allocs = ctx->live_allocs;
+	stats->linked_granules = ctx->linked_granules;
+	stats->misuse = ctx->misuse;
+	spin_unlock_irqrestore(&ctx->lock, flags);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(twostep_get_stats);
+
+static int __init twostep_init(void)
+{
+	pr_info("loaded\n");
+	return 0;
+}
+
+static void __exit twostep_exit(void)
+{
+	struct twostep_ctx *ctx;
+	unsigned long flags;
+
+	for (;;) {
+		spin_lock_irqsave(&twostep_ctxs_lock, flags);
+		ctx = list_first_entry_or_null(&twostep_ctxs,
+					       struct twostep_ctx, node);
+		if (ctx)
+			list_del(&ctx->node);
+		spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
+		if (!ctx)
+			break;
+		dev_warn(ctx->dev, "twostep: unload with the device still attached: detaching\n");
+		twostep_ctx_destroy(ctx);
+	}
+	pr_info("unloaded\n");
+}
+
+module_init(twostep_init);
+module_exit(twostep_exit);
+
+MODULE_LICENSE("GPL");
+MODULE_AUTHOR("The twostep developers");
+MODULE_DESCRIPTION("DMA two-step IOVA API (dma_iova_*) for kernels without it");
+MODULE_VERSION(TWOSTEP_VERSION);
