@@ -8,6 +8,9 @@ TS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TS_RESULTS=${TS_RESULTS:-$TS_ROOT/results}
 TS_CACHE=${TS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/twostep}
 TS_BOOT_TIMEOUT=${TS_BOOT_TIMEOUT:-600}
+# -icount with sleep=off skips the idle time of edu's 100 ms DMA timer; set
+# TS_ICOUNT= (empty) to run TCG without it.
+TS_ICOUNT=${TS_ICOUNT-shift=auto,sleep=off}
 TS_KTAP_PREFIX='twostep-ktap: '
 
 ts_log() { printf '%s\n' "$*" >&2; }
@@ -121,10 +124,13 @@ ts_accel() {
 # Boot one configuration; the console goes to $TS_RESULTS/<config>.log.
 # Returns QEMU's exit status (124 on timeout).
 ts_boot() {
-	local cfg=$1 log=$TS_RESULTS/$1.log
+	local cfg=$1 log=$TS_RESULTS/$1.log accel
+	local icount=()
 	ts_config "$cfg" || ts_die "unknown configuration $cfg"
+	accel=$(ts_accel)
+	[ "$accel" = tcg ] && [ -n "$TS_ICOUNT" ] && icount=(-icount "$TS_ICOUNT")
 	timeout --foreground -k 10 "$TS_BOOT_TIMEOUT" qemu-system-x86_64 \
-		-accel "$(ts_accel)" -m 512 -smp 1 \
+		-accel "$accel" -m 512 -smp 1 "${icount[@]}" \
 		-display none -monitor none -serial stdio -no-reboot \
 		"${TS_QEMU_ARGS[@]}" \
 		-kernel "$TS_VMLINUZ" -initrd "$TS_RESULTS/initramfs.cpio.gz" \
