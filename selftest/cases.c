@@ -1142,6 +1142,62 @@ out:
 	return 0;
 }
 
+/*
+ * Detach with ranges still live reclaims them: nothing stays mapped, the
+ * device is no longer attached, and a new attach starts clean.
+ */
+static int case_detach_live(struct ts *t)
+{
+	struct twostep_iova_state st, st2;
+	struct twostep_stats s;
+	struct page *pg;
+	int ret;
+
+	pg = alloc_page(GFP_KERNEL);
+	if (!TS_EXPECT(t, pg, "page"))
+		return 0;
+	if (!TS_EXPECT(t, twostep_iova_try_alloc(t->dev, &st, 0,
+						 2 * PAGE_SIZE), "try_alloc"))
+		goto out;
+	ts_note(st.addr, 2 * PAGE_SIZE);
+	ret = twostep_iova_link(t->dev, &st, page_to_phys(pg), 0, PAGE_SIZE,
+				DMA_BIDIRECTIONAL, 0);
+	TS_EXPECT(t, !ret, "link: %d", ret);
+	twostep_iova_sync(t->dev, &st, 0, PAGE_SIZE);
+	if (TS_EXPECT(t, twostep_iova_try_alloc(t->dev, &st2, 0, PAGE_SIZE),
+		      "second try_alloc"))
+		ts_note(st2.addr, PAGE_SIZE);
+	TS_EXPECT(t, ts_mapped_pages(t, st.addr, 2 * PAGE_SIZE) == 1,
+		  "link not mapped");
+
+	twostep_detach(t->dev);
+	t->edu->attach_ret = -ENODEV;
+	TS_EXPECT(t, twostep_get_stats(t->dev, &s) == -ENODEV,
+		  "still attached after detach");
+	TS_EXPECT(t, !ts_mapped_pages(t, st.addr, 2 * PAGE_SIZE),
+		  "detach left the link mapped");
+	ret = twostep_iova_link(t->dev, &st, page_to_phys(pg), PAGE_SIZE,
+				PAGE_SIZE, DMA_BIDIRECTIONAL, 0);
+	TS_EXPECT(t, ret == -ENODEV, "link after detach: %d", ret);
+
+	ret = twostep_attach(t->dev, t->edu->ram_limit);
+	t->edu->attach_ret = ret;
+	t->api = !ret;
+	if (TS_EXPECT(t, !ret, "re-attach: %d", ret)) {
+		ts_stats(t, &s);
+		TS_EXPECT(t, !s.live_allocs && !s.linked_granules,
+			  "fresh context not empty");
+		ret = twostep_iova_link(t->dev, &st, page_to_phys(pg),
+					PAGE_SIZE, PAGE_SIZE,
+					DMA_BIDIRECTIONAL, 0);
+		TS_EXPECT(t, ret == -ENOENT, "old state after re-attach: %d",
+			  ret);
+	}
+out:
+	__free_page(pg);
+	return 0;
+}
+
 /* Nothing left: no live range, nothing mapped where any range was. */
 static int case_no_leak(struct ts *t)
 {
@@ -1185,6 +1241,7 @@ static const struct ts_case {
 	{ "perm_unlinked", case_perm_unlinked, true },
 	{ "atomic_link", case_atomic_link, true },
 	{ "bad_input", case_bad_input, true },
+	{ "detach_live", case_detach_live, true },
 	{ "no_leak", case_no_leak, true },
 };
 
