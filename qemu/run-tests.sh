@@ -3,48 +3,76 @@
 # The test suite: install what is missing, build both modules against
 # Debian's kernel headers, boot Debian's matching kernel in QEMU once per
 # configuration (Intel vIOMMU strict, Intel vIOMMU caching-mode lazy, no
-# IOMMU), run the KTAP self-test in each and sum the results.
+# IOMMU) and run the KTAP self-test in each; then the DKMS flow in a Debian
+# VM image (the main job's path). Sums everything into one line.
 #
-#   qemu/run-tests.sh [config...]     (default: every configuration)
+#   qemu/run-tests.sh [config...]   (default: intel intel-cm none dkms)
 #
 # Environment: TWOSTEP_KVM=1 uses KVM when /dev/kvm works (default TCG);
 # TWOSTEP_CASES=a,b runs only those cases; TS_RESULTS sets the results dir.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/image.sh"
 
-configs=${*:-$TS_CONFIGS_ALL}
+configs=${*:-$TS_CONFIGS_ALL dkms}
+quick=() dkms=0
 for c in $configs; do
-	ts_config "$c" || ts_die "unknown configuration '$c' (have: $TS_CONFIGS_ALL)"
+	if [ "$c" = dkms ]; then
+		dkms=1
+	else
+		ts_config "$c" ||
+			ts_die "unknown configuration '$c' (have: $TS_CONFIGS_ALL dkms)"
+		quick+=("$c")
+	fi
 done
 
 start=$SECONDS
+passed=0 failed=0 skipped=0
 mkdir -p "$TS_RESULTS"
 ts_install_deps
-ts_build_modules
-ts_build_initramfs
-ts_log "booting $TS_VMLINUZ under $(ts_accel): $configs"
 
-# Two at a time (the machine has 2 cores); report each as it finishes.
-declare -A pid
-for c in $configs; do
-	while [ "$(jobs -rp | wc -l)" -ge "${TS_PARALLEL:-2}" ]; do
-		wait -n || true
-	done
-	( ts_boot "$c"; echo $? >"$TS_RESULTS/$c.rc" ) &
-	pid[$c]=$!
-done
-
-passed=0 failed=0 skipped=0
-for c in $configs; do
-	wait "${pid[$c]}" || true
-	rc=$(cat "$TS_RESULTS/$c.rc" 2>/dev/null || echo 255)
-	echo "== $c (QEMU status $rc, console: $TS_RESULTS/$c.log)"
-	out=$(ts_parse "$c" "$rc")
+# Print one configuration's cases and add them to the totals.
+report() {
+	local cfg=$1 rc=$2 out p f s
+	echo "== $cfg (QEMU status $rc, console: $TS_RESULTS/$cfg.log)"
+	out=$(ts_parse "$cfg" "$rc")
 	printf '%s\n' "$out" | sed '$d'
 	read -r p f s <<<"$(printf '%s\n' "$out" | tail -n 1)"
-	echo "   $c: $p passed, $f failed, $s skipped"
+	echo "   $cfg: $p passed, $f failed, $s skipped"
 	passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
-done
+}
+
+if [ ${#quick[@]} -gt 0 ]; then
+	ts_build_modules
+	ts_build_initramfs
+	ts_log "booting $TS_VMLINUZ under $(ts_accel): ${quick[*]}"
+	# Two at a time (the machine has 2 cores), reported in order.
+	declare -A pid
+	for c in "${quick[@]}"; do
+		while [ "$(jobs -rp | wc -l)" -ge "${TS_PARALLEL:-2}" ]; do
+			wait -n || true
+		done
+		( rc=0; ts_boot "$c" || rc=$?; echo "$rc" >"$TS_RESULTS/$c.rc" ) &
+		pid[$c]=$!
+	done
+	for c in "${quick[@]}"; do
+		wait "${pid[$c]}" || true
+		report "$c" "$(cat "$TS_RESULTS/$c.rc" 2>/dev/null || echo 255)"
+	done
+fi
+
+if [ "$dkms" = 1 ]; then
+	ts_image_build
+	ts_log "DKMS flow: booting the VM image under $(ts_accel)"
+	rc=0
+	ts_image_boot || rc=$?
+	report dkms "$rc"
+	out=$(ts_dkms_checks)
+	printf '%s\n' "$out" | sed '$d'
+	read -r p f <<<"$(printf '%s\n' "$out" | tail -n 1)"
+	echo "   dkms steps: $p passed, $f failed"
+	passed=$((passed + p)) failed=$((failed + f))
+fi
 
 echo "suite time: $((SECONDS - start)) s"
 echo "$passed passed, $failed failed, $skipped skipped"

@@ -18,23 +18,29 @@
 static LIST_HEAD(twostep_ctxs);
 static DEFINE_SPINLOCK(twostep_ctxs_lock);
 
+/* Called with twostep_ctxs_lock held. */
+static struct twostep_ctx *twostep_ctx_lookup(struct device *dev)
+{
+	struct twostep_ctx *ctx;
+
+	list_for_each_entry(ctx, &twostep_ctxs, node)
+		if (ctx->dev == dev)
+			return ctx;
+	return NULL;
+}
+
 /* Look up the context of @dev; safe in any context. */
 struct twostep_ctx *twostep_ctx_find(struct device *dev)
 {
-	struct twostep_ctx *ctx, *found = NULL;
+	struct twostep_ctx *ctx;
 	unsigned long flags;
 
 	if (!dev)
 		return NULL;
 	spin_lock_irqsave(&twostep_ctxs_lock, flags);
-	list_for_each_entry(ctx, &twostep_ctxs, node) {
-		if (ctx->dev == dev) {
-			found = ctx;
-			break;
-		}
-	}
+	ctx = twostep_ctx_lookup(dev);
 	spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
-	return found;
+	return ctx;
 }
 
 /* Report a refused call: one rate-limited line, counted per device. */
@@ -178,6 +184,13 @@ int twostep_attach(struct device *dev, u64 hw_dma_limit)
 	}
 
 	spin_lock_irqsave(&twostep_ctxs_lock, flags);
+	if (twostep_ctx_lookup(dev)) {
+		/* lost a race with another attach of the same device */
+		spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
+		dev_err(dev, "twostep: attach: already attached\n");
+		ret = -EBUSY;
+		goto err_put_iovad;
+	}
 	list_add_tail(&ctx->node, &twostep_ctxs);
 	spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
 	dev_info(dev, "twostep: attached: window [%#llx, %#llx], granule %lu\n",
@@ -227,14 +240,15 @@ void twostep_detach(struct device *dev)
 	unsigned long flags;
 
 	might_sleep();
-	ctx = twostep_ctx_find(dev);
+	spin_lock_irqsave(&twostep_ctxs_lock, flags);
+	ctx = dev ? twostep_ctx_lookup(dev) : NULL;
+	if (ctx)
+		list_del(&ctx->node);
+	spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
 	if (!ctx) {
 		twostep_misuse(NULL, dev, "detach: device not attached");
 		return;
 	}
-	spin_lock_irqsave(&twostep_ctxs_lock, flags);
-	list_del(&ctx->node);
-	spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
 	twostep_ctx_destroy(ctx);
 }
 EXPORT_SYMBOL_GPL(twostep_detach);
