@@ -75,6 +75,8 @@ static inline size_t twostep_iova_size(const struct twostep_iova_state *state)
  * @live_allocs: IOVA ranges allocated and not yet freed
  * @linked_granules: granules currently mapped through twostep
  * @misuse: calls refused because of bad input since attach
+ * @misuse_all: calls refused since twostep was loaded, for any device or
+ *              none (detached or NULL devices included)
  */
 struct twostep_stats {
 	u64 window_start;
@@ -83,6 +85,17 @@ struct twostep_stats {
 	unsigned long live_allocs;
 	unsigned long linked_granules;
 	unsigned long misuse;
+	unsigned long misuse_all;
+};
+
+/**
+ * enum twostep_fail - what twostep_debug_fail() can make fail
+ * @TWOSTEP_FAIL_MAP: one granule-sized IOMMU page-table insertion of a link
+ * @TWOSTEP_FAIL_IOVA: the IOVA allocation of twostep_iova_try_alloc()
+ */
+enum twostep_fail {
+	TWOSTEP_FAIL_MAP,
+	TWOSTEP_FAIL_IOVA,
 };
 
 /**
@@ -123,6 +136,17 @@ void twostep_detach(struct device *dev);
  * Return: 0, or -ENODEV when @dev is not attached.
  */
 int twostep_get_stats(struct device *dev, struct twostep_stats *stats);
+
+/**
+ * twostep_debug_fail - fault injection for tests
+ * @what: which operation fails
+ * @nth: the nth such operation from now fails (1: the next one); 0 disarms
+ *
+ * While a map failure is armed, links map one granule at a time so that a
+ * failure can strike in the middle of a link. The failure is reported to
+ * the caller as -ENOMEM (link) or false (try_alloc).
+ */
+void twostep_debug_fail(enum twostep_fail what, unsigned int nth);
 
 /**
  * twostep_iova_try_alloc - try to allocate an IOVA range for a device

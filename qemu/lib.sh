@@ -8,9 +8,10 @@ TS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TS_RESULTS=${TS_RESULTS:-$TS_ROOT/results}
 TS_CACHE=${TS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/twostep}
 TS_BOOT_TIMEOUT=${TS_BOOT_TIMEOUT:-600}
-# -icount with sleep=off skips the idle time of edu's 100 ms DMA timer; set
-# TS_ICOUNT= (empty) to run TCG without it.
-TS_ICOUNT=${TS_ICOUNT-shift=auto,sleep=off}
+# TS_ICOUNT=shift=auto,sleep=off makes TCG skip the idle time of edu's
+# 100 ms DMA timer; it pays off with one vCPU only (TS_SMP=1), as icount
+# runs all vCPUs on one host thread: the default is 4 vCPUs, no icount.
+TS_ICOUNT=${TS_ICOUNT-}
 TS_KTAP_PREFIX='twostep-ktap: '
 
 ts_log() { printf '%s\n' "$*" >&2; }
@@ -87,20 +88,27 @@ ts_build_initramfs() {
 		>"$TS_RESULTS/initramfs.cpio.gz"
 }
 
-# QEMU and guest arguments of a configuration:
-# sets TS_QEMU_ARGS (array), TS_APPEND and TS_EXPECT_API.
+# QEMU and guest arguments of a configuration: sets TS_QEMU_ARGS (array),
+# TS_APPEND, TS_EXPECT_API and TS_DMAR (1: the Intel vIOMMU reports faults
+# to the guest, so the host counts them).
 ts_config() {
 	TS_QEMU_ARGS=(-machine q35,kernel-irqchip=split)
 	TS_APPEND=""
+	TS_DMAR=0
 	case "$1" in
 	intel)
+		# strict mode, plus the load/unload lifecycle rounds
 		TS_QEMU_ARGS+=(-device intel-iommu,intremap=on)
-		TS_APPEND="intel_iommu=on iommu.strict=1"
-		TS_EXPECT_API=1 ;;
+		TS_APPEND="intel_iommu=on iommu.strict=1 slab_nomerge ts_lifecycle=${TS_LIFECYCLE:-50}"
+		TS_EXPECT_API=1 TS_DMAR=1 ;;
+	intel-lazy)
+		TS_QEMU_ARGS+=(-device intel-iommu,intremap=on)
+		TS_APPEND="intel_iommu=on iommu.strict=0"
+		TS_EXPECT_API=1 TS_DMAR=1 ;;
 	intel-cm)
 		TS_QEMU_ARGS+=(-device intel-iommu,intremap=on,caching-mode=on)
 		TS_APPEND="intel_iommu=on iommu.strict=0"
-		TS_EXPECT_API=1 ;;
+		TS_EXPECT_API=1 TS_DMAR=1 ;;
 	none)
 		TS_QEMU_ARGS=(-machine q35)
 		TS_EXPECT_API=0 ;;
@@ -110,7 +118,7 @@ ts_config() {
 	TS_QEMU_ARGS+=(-device edu,dma_mask=0xffffffffff)
 }
 
-TS_CONFIGS_ALL="intel intel-cm none"
+TS_CONFIGS_ALL="intel intel-lazy intel-cm none"
 
 # TCG always; KVM only when asked for with TWOSTEP_KVM=1 and usable.
 ts_accel() {
@@ -130,7 +138,7 @@ ts_boot() {
 	accel=$(ts_accel)
 	[ "$accel" = tcg ] && [ -n "$TS_ICOUNT" ] && icount=(-icount "$TS_ICOUNT")
 	timeout --foreground -k 10 "$TS_BOOT_TIMEOUT" qemu-system-x86_64 \
-		-accel "$accel" -m 512 -smp 1 "${icount[@]}" \
+		-accel "$accel" -m 512 -smp "${TS_SMP:-4}" "${icount[@]}" \
 		-display none -monitor none -serial stdio -no-reboot \
 		"${TS_QEMU_ARGS[@]}" \
 		-kernel "$TS_VMLINUZ" -initrd "$TS_RESULTS/initramfs.cpio.gz" \
@@ -142,8 +150,11 @@ ts_boot() {
 # Prints "passed failed skipped" on the last line of stdout.
 ts_parse() {
 	local cfg=$1 rc=$2 log=$TS_RESULTS/$1.log
+	local dmar=0
+	[ "$cfg" = dkms ] && dmar=1
+	ts_config "$cfg" 2>/dev/null && dmar=$TS_DMAR
 	awk -v cfg="$cfg" -v rc="$rc" -v prefix="$TS_KTAP_PREFIX" \
-		-v qlog="$TS_RESULTS/$cfg.qemu.log" '
+		-v qlog="$TS_RESULTS/$cfg.qemu.log" -v dmar="$dmar" '
 	function problem(msg) { printf "  %s: %s\n", cfg, msg; infra++ }
 	index($0, prefix) {
 		line = substr($0, index($0, prefix) + length(prefix))
@@ -162,8 +173,22 @@ ts_parse() {
 			next
 		}
 		if (line ~ /^    # /) { print "  " cfg "     " line }
+		if (line ~ /^# summary: /) { print "  " cfg "     " line }
+		if (line ~ /^# dmar-window begin/) { window = 1; faults = 0 }
+		if (line ~ /^# dmar-window end expected=/) {
+			window = 0; expected = line; sub(/.*expected=/, "", expected)
+			dmar_checked = 1
+		}
 		next
 	}
+	/DMAR: \[DMA (Read|Write)/ && window { faults++ }
+	/^twostep-check: / {
+		sub(/\r$/, "")
+		if ($2 == "ok") { pass++; mark = "ok  " } else { fail++; mark = "FAIL" }
+		printf "  %-9s %s %s\n", cfg, mark, $3
+		next
+	}
+	/^twostep-life: / { sub(/\r$/, ""); print "  " cfg "     # " substr($0, 15) }
 	/twostep-harness: selftest rc=/ { src = $0; sub(/.*rc=/, "", src); sub(/\r$/, "", src); seen_rc = 1 }
 	/twostep-harness: end/ { ended = 1 }
 	FILENAME == qlog {
@@ -185,6 +210,11 @@ ts_parse() {
 		if (!seen_rc) problem("self-test load result not reported")
 		else if ((src == 0) != (fail == 0)) problem("module load returned " src " with " fail+0 " failed case(s)")
 		if (!ended) problem("guest did not finish")
+		if (dmar && dmar_checked) {
+			printf "  %-9s %s dmar_faults_reported (expected %d, guest logged %d)\n", cfg,
+				(faults == expected ? "ok  " : "FAIL"), expected, faults
+			if (faults == expected) pass++; else fail++
+		}
 		printf "%d %d %d\n", pass, fail + infra, skip
 	}' "$TS_RESULTS/$cfg.qemu.log" "$log"
 }

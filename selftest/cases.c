@@ -14,284 +14,8 @@
 #include <linux/string.h>
 #include <linux/vmalloc.h>
 
-#include "edu.h"
-#include "ktap.h"
-#include "twostep.h"
+#include "helpers.h"
 
-#define TS_PAGES_MAX	32
-#define TS_SCRUB	0x11	/* device buffer filler before a read */
-#define TS_USED_MAX	128
-
-struct ts_pages {
-	unsigned int n;
-	struct page *pg[TS_PAGES_MAX];
-};
-
-/* Coherent buffer the checks use to load and read the device buffer. */
-static u8 *ts_probe;
-static dma_addr_t ts_probe_dma;
-
-/* Every IOVA range handed out, for the final leak check. */
-static struct {
-	dma_addr_t addr;
-	size_t size;
-} ts_used[TS_USED_MAX];
-static unsigned int ts_nused;
-
-static u32 ts_rand(u32 *s)
-{
-	u32 x = *s ? *s : 0x2545f491;
-
-	x ^= x << 13;
-	x ^= x >> 17;
-	x ^= x << 5;
-	*s = x;
-	return x;
-}
-
-/* Byte @idx of the pattern named by @seed. */
-static u8 ts_pat(u32 seed, size_t idx)
-{
-	u32 x = seed ^ ((u32)idx * 0x9e3779b9u);
-
-	x ^= x >> 16;
-	x *= 0x85ebca6bu;
-	x ^= x >> 13;
-	return x >> 24;
-}
-
-/* Pattern bytes that never equal 0 or TS_SCRUB: secrets a leak would show. */
-static u8 ts_secret(u32 seed, size_t idx)
-{
-	return 0x80 | ts_pat(seed, idx);
-}
-
-static void ts_note(dma_addr_t addr, size_t size)
-{
-	if (ts_nused < TS_USED_MAX) {
-		ts_used[ts_nused].addr = addr;
-		ts_used[ts_nused].size = size;
-		ts_nused++;
-	}
-}
-
-static struct iommu_domain *ts_domain(struct ts *t)
-{
-	return iommu_get_domain_for_dev(t->dev);
-}
-
-/* Number of granules of [addr, addr + size) the IOMMU still translates. */
-static unsigned int ts_mapped_pages(struct ts *t, dma_addr_t addr,
-				    size_t size)
-{
-	struct iommu_domain *dom = ts_domain(t);
-	unsigned int n = 0;
-	dma_addr_t a;
-
-	if (!dom)
-		return 0;
-	for (a = addr & PAGE_MASK; a < addr + size; a += PAGE_SIZE)
-		if (iommu_iova_to_phys(dom, a))
-			n++;
-	return n;
-}
-
-static void ts_pages_put(struct ts_pages *p)
-{
-	while (p->n)
-		__free_page(p->pg[--p->n]);
-}
-
-/*
- * Allocate @n pages one by one, with a spare page allocated between any two
- * and freed afterwards, then shuffle them: physically scattered pages.
- */
-static int ts_pages_get(struct ts *t, struct ts_pages *p, unsigned int n)
-{
-	struct page *spare[TS_PAGES_MAX];
-	unsigned int i, j, nspare = 0;
-	int ret = 0;
-
-	p->n = 0;
-	if (n > TS_PAGES_MAX)
-		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		p->pg[p->n] = alloc_page(GFP_KERNEL);
-		if (!p->pg[p->n]) {
-			ret = -ENOMEM;
-			break;
-		}
-		p->n++;
-		spare[nspare] = alloc_page(GFP_KERNEL);
-		if (spare[nspare])
-			nspare++;
-	}
-	while (nspare)
-		__free_page(spare[--nspare]);
-	if (ret) {
-		ts_pages_put(p);
-		return ret;
-	}
-	for (i = n - 1; i > 0; i--) {
-		struct page *tmp;
-
-		j = ts_rand(&t->seed) % (i + 1);
-		tmp = p->pg[i];
-		p->pg[i] = p->pg[j];
-		p->pg[j] = tmp;
-	}
-	return 0;
-}
-
-static unsigned int ts_pages_contiguous_pairs(const struct ts_pages *p)
-{
-	unsigned int i, pairs = 0;
-
-	for (i = 0; i + 1 < p->n; i++)
-		if (page_to_phys(p->pg[i + 1]) ==
-		    page_to_phys(p->pg[i]) + PAGE_SIZE)
-			pairs++;
-	return pairs;
-}
-
-static u8 *ts_byte(const struct ts_pages *p, size_t off)
-{
-	return (u8 *)page_address(p->pg[off / PAGE_SIZE]) + off % PAGE_SIZE;
-}
-
-static void ts_pages_fill(struct ts_pages *p, u32 seed)
-{
-	size_t off;
-
-	for (off = 0; off < (size_t)p->n * PAGE_SIZE; off++)
-		*ts_byte(p, off) = ts_pat(seed, off);
-}
-
-/* Do bytes [off, off + len) of the logical buffer equal @buf? */
-static bool ts_pages_match(const struct ts_pages *p, size_t off,
-			   const u8 *buf, size_t len)
-{
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		if (*ts_byte(p, off + i) != buf[i])
-			return false;
-	return true;
-}
-
-/* Copy the whole logical buffer out (for a shadow model of the pages). */
-static void ts_pages_copy(const struct ts_pages *p, u8 *out)
-{
-	unsigned int i;
-
-	for (i = 0; i < p->n; i++)
-		memcpy(out + i * PAGE_SIZE, page_address(p->pg[i]), PAGE_SIZE);
-}
-
-/* Offset of the first byte differing from @expect, or -1. */
-static long ts_pages_diff(const struct ts_pages *p, const u8 *expect)
-{
-	size_t off;
-
-	for (off = 0; off < (size_t)p->n * PAGE_SIZE; off++)
-		if (*ts_byte(p, off) != expect[off])
-			return off;
-	return -1;
-}
-
-/* The device reads [addr, addr + len) and hands the bytes back in @out. */
-static int ts_dev_read(struct ts *t, dma_addr_t addr, u32 len, u8 *out)
-{
-	int ret;
-
-	memset(ts_probe, TS_SCRUB, len);
-	ret = edu_dma(t->edu, ts_probe_dma, 0, len, false);
-	if (!ret)
-		ret = edu_dma(t->edu, addr, 0, len, false);
-	if (ret)
-		return ret;
-	memset(ts_probe, 0x22, len);
-	ret = edu_dma(t->edu, ts_probe_dma, 0, len, true);
-	if (!ret)
-		memcpy(out, ts_probe, len);
-	return ret;
-}
-
-/* The device writes @src to [addr, addr + len). */
-static int ts_dev_write(struct ts *t, dma_addr_t addr, const u8 *src, u32 len)
-{
-	int ret;
-
-	memcpy(ts_probe, src, len);
-	ret = edu_dma(t->edu, ts_probe_dma, 0, len, false);
-	if (!ret)
-		ret = edu_dma(t->edu, addr, 0, len, true);
-	return ret;
-}
-
-/* True when every byte is still the scrub filler or 0: nothing moved. */
-static bool ts_nothing_moved(const u8 *buf, u32 len)
-{
-	u32 i;
-
-	for (i = 0; i < len; i++)
-		if (buf[i] != TS_SCRUB && buf[i])
-			return false;
-	return true;
-}
-
-/* A two-step mapping of scattered pages, one link per page. */
-struct ts_map {
-	struct twostep_iova_state st;
-	struct ts_pages p;
-	unsigned int linked;
-};
-
-static int ts_map_setup(struct ts *t, struct ts_map *m, unsigned int n,
-			enum dma_data_direction dir, u32 seed)
-{
-	unsigned int i;
-	int ret;
-
-	memset(m, 0, sizeof(*m));
-	ret = ts_pages_get(t, &m->p, n);
-	if (!TS_EXPECT(t, !ret, "page allocation: %d", ret))
-		return ret;
-	ts_pages_fill(&m->p, seed);
-	if (!TS_EXPECT(t, twostep_iova_try_alloc(t->dev, &m->st, 0,
-						 n * PAGE_SIZE),
-		       "try_alloc of %u pages", n)) {
-		ts_pages_put(&m->p);
-		return -ENOMEM;
-	}
-	ts_note(m->st.addr, n * PAGE_SIZE);
-	for (i = 0; i < n; i++) {
-		ret = twostep_iova_link(t->dev, &m->st,
-					page_to_phys(m->p.pg[i]),
-					i * PAGE_SIZE, PAGE_SIZE, dir, 0);
-		if (!TS_EXPECT(t, !ret, "link page %u: %d", i, ret))
-			return ret;
-		m->linked++;
-	}
-	ret = twostep_iova_sync(t->dev, &m->st, 0, n * PAGE_SIZE);
-	TS_EXPECT(t, !ret, "sync: %d", ret);
-	return ret;
-}
-
-static void ts_map_teardown(struct ts *t, struct ts_map *m,
-			    enum dma_data_direction dir)
-{
-	if (twostep_use_iova(&m->st))
-		twostep_iova_destroy(t->dev, &m->st, m->linked * PAGE_SIZE,
-				     dir, 0);
-	ts_pages_put(&m->p);
-}
-
-static void ts_stats(struct ts *t, struct twostep_stats *s)
-{
-	memset(s, 0, sizeof(*s));
-	TS_EXPECT(t, !twostep_get_stats(t->dev, s), "stats");
-}
 
 /* ---- cases ---- */
 
@@ -1202,7 +926,7 @@ out:
 static int case_no_leak(struct ts *t)
 {
 	struct twostep_stats s;
-	unsigned int i, mapped = 0;
+	unsigned int mapped;
 
 	ts_stats(t, &s);
 	ts_diag("%u ranges checked, %lu refused calls counted", ts_nused,
@@ -1211,18 +935,13 @@ static int case_no_leak(struct ts *t)
 		  s.live_allocs);
 	TS_EXPECT(t, s.linked_granules == 0, "%lu linked granules",
 		  s.linked_granules);
-	for (i = 0; i < ts_nused; i++)
-		mapped += ts_mapped_pages(t, ts_used[i].addr, ts_used[i].size);
+	mapped = ts_used_mapped(t);
 	TS_EXPECT(t, mapped == 0, "%u pages still mapped", mapped);
 	TS_EXPECT(t, ts_nused > 0, "no range was recorded");
 	return 0;
 }
 
-static const struct ts_case {
-	const char *name;
-	int (*run)(struct ts *t);
-	bool needs_api;
-} ts_cases[] = {
+static const struct ts_case ts_cases[] = {
 	{ "edu_identity", case_edu_identity, false },
 	{ "edu_guard", case_edu_guard, false },
 	{ "classic_dma", case_classic_dma, false },
@@ -1242,7 +961,20 @@ static const struct ts_case {
 	{ "atomic_link", case_atomic_link, true },
 	{ "bad_input", case_bad_input, true },
 	{ "detach_live", case_detach_live, true },
+};
+
+/* Last, after every group: nothing may be left behind. */
+static const struct ts_case ts_final_cases[] = {
 	{ "no_leak", case_no_leak, true },
+};
+
+static const struct {
+	const struct ts_case *cases;
+	unsigned int n;
+} ts_groups[] = {
+	{ ts_cases, ARRAY_SIZE(ts_cases) },
+	{ ts_robust_cases, 0 },	/* size: ts_robust_ncases */
+	{ ts_final_cases, ARRAY_SIZE(ts_final_cases) },
 };
 
 static bool ts_selected(const char *filter, const char *name)
@@ -1261,13 +993,57 @@ static bool ts_selected(const char *filter, const char *name)
 	return false;
 }
 
+static unsigned int ts_group_size(unsigned int g)
+{
+	return ts_groups[g].cases == ts_robust_cases ? ts_robust_ncases :
+	       ts_groups[g].n;
+}
+
+/* Run one case and print its result line. */
+static void ts_run_one(struct ts *t, const struct ts_case *c,
+		       unsigned int num, unsigned int *failed,
+		       unsigned int *skipped)
+{
+	int ret;
+
+	t->failed = 0;
+	t->skip[0] = '\0';
+	if (c->needs_api && !t->api) {
+		if (t->expect_api == 1) {
+			ts_diag("twostep attach failed (%d) where the API is expected",
+				t->edu->attach_ret);
+			t->failed++;
+			ret = 0;
+		} else {
+			snprintf(t->skip, sizeof(t->skip),
+				 "no translating IOMMU domain (attach %d)",
+				 t->edu->attach_ret);
+			ret = TS_SKIP;
+		}
+	} else {
+		ret = c->run(t);
+	}
+	if (t->edu->dead)
+		t->failed++;
+	if (t->failed) {
+		(*failed)++;
+		ktap_line("not ok %u %s", num, c->name);
+	} else if (ret == TS_SKIP) {
+		(*skipped)++;
+		ktap_line("ok %u %s # SKIP %s", num, c->name, t->skip);
+	} else {
+		ktap_line("ok %u %s", num, c->name);
+	}
+}
+
 /* Run the selected cases; returns the number that failed. */
 int ts_run_all(struct ts *t, const char *filter)
 {
-	unsigned int i, n = 0, num = 0, failed = 0, skipped = 0;
+	unsigned int g, i, n = 0, num = 0, failed = 0, skipped = 0;
 
-	for (i = 0; i < ARRAY_SIZE(ts_cases); i++)
-		n += ts_selected(filter, ts_cases[i].name);
+	for (g = 0; g < ARRAY_SIZE(ts_groups); g++)
+		for (i = 0; i < ts_group_size(g); i++)
+			n += ts_selected(filter, ts_groups[g].cases[i].name);
 
 	ts_probe = dma_alloc_coherent(t->dev, EDU_BUF_SIZE, &ts_probe_dma,
 				      GFP_KERNEL);
@@ -1281,40 +1057,12 @@ int ts_run_all(struct ts *t, const char *filter)
 		  t->seed, t->api ? "attached" : "not attached",
 		  t->edu->attach_ret, t->expect_api);
 
-	for (i = 0; i < ARRAY_SIZE(ts_cases); i++) {
-		const struct ts_case *c = &ts_cases[i];
-		int ret;
+	for (g = 0; g < ARRAY_SIZE(ts_groups); g++) {
+		for (i = 0; i < ts_group_size(g); i++) {
+			const struct ts_case *c = &ts_groups[g].cases[i];
 
-		if (!ts_selected(filter, c->name))
-			continue;
-		num++;
-		t->failed = 0;
-		t->skip[0] = '\0';
-		if (c->needs_api && !t->api) {
-			if (t->expect_api == 1) {
-				ts_diag("twostep attach failed (%d) where the API is expected",
-					t->edu->attach_ret);
-				t->failed++;
-				ret = 0;
-			} else {
-				snprintf(t->skip, sizeof(t->skip),
-					 "no translating IOMMU domain (attach %d)",
-					 t->edu->attach_ret);
-				ret = TS_SKIP;
-			}
-		} else {
-			ret = c->run(t);
-		}
-		if (t->edu->dead)
-			t->failed++;
-		if (t->failed) {
-			failed++;
-			ktap_line("not ok %u %s", num, c->name);
-		} else if (ret == TS_SKIP) {
-			skipped++;
-			ktap_line("ok %u %s # SKIP %s", num, c->name, t->skip);
-		} else {
-			ktap_line("ok %u %s", num, c->name);
+			if (ts_selected(filter, c->name))
+				ts_run_one(t, c, ++num, &failed, &skipped);
 		}
 	}
 	ktap_line("# totals: pass:%u fail:%u skip:%u", n - failed - skipped,

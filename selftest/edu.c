@@ -20,6 +20,7 @@
 
 static struct edu_dev *edu_bound;
 static unsigned int edu_hw_dma_bits;
+static bool edu_detach_on_remove;
 
 struct edu_dev *edu_get(void)
 {
@@ -168,7 +169,7 @@ static void edu_remove(struct pci_dev *pdev)
 {
 	struct edu_dev *edu = pci_get_drvdata(pdev);
 
-	if (!edu->attach_ret)
+	if (!edu->attach_ret && edu_detach_on_remove)
 		twostep_detach(&pdev->dev);
 	free_irq(edu->irq, edu);
 	pci_free_irq_vectors(pdev);
@@ -188,9 +189,10 @@ static struct pci_driver edu_driver = {
 	.remove = edu_remove,
 };
 
-int edu_driver_register(unsigned int hw_dma_bits)
+int edu_driver_register(unsigned int hw_dma_bits, bool detach_on_remove)
 {
 	edu_hw_dma_bits = hw_dma_bits;
+	edu_detach_on_remove = detach_on_remove;
 	return pci_register_driver(&edu_driver);
 }
 

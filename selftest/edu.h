@@ -65,7 +65,7 @@ struct edu_dev {
 int edu_dma(struct edu_dev *edu, dma_addr_t ram, u32 dev_off, u32 len,
 	    bool to_ram);
 struct edu_dev *edu_get(void);
-int edu_driver_register(unsigned int hw_dma_bits);
+int edu_driver_register(unsigned int hw_dma_bits, bool detach_on_remove);
 void edu_driver_unregister(void);
 
 #endif /* _TWOSTEP_EDU_H */

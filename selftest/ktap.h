@@ -28,6 +28,8 @@
  * @failed: assertions failed in the current case
  * @skip: reason for TS_SKIP
  * @seed: pattern seed, printed for reproduction
+ * @stress_ops: operations of the shadow-model stress case
+ * @conc_ops: iterations of each worker of the concurrency case
  */
 struct ts {
 	struct edu_dev *edu;
@@ -37,7 +39,24 @@ struct ts {
 	unsigned int failed;
 	char skip[96];
 	u32 seed;
+	unsigned int stress_ops;
+	unsigned int conc_ops;
 };
+
+/**
+ * struct ts_case - one KTAP case
+ * @name: KTAP name, also what the "cases" parameter selects
+ * @run: returns 0 (passed unless an assertion failed) or TS_SKIP
+ * @needs_api: skipped (or failed, when the API is expected) without twostep
+ */
+struct ts_case {
+	const char *name;
+	int (*run)(struct ts *t);
+	bool needs_api;
+};
+
+extern const struct ts_case ts_robust_cases[];
+extern const unsigned int ts_robust_ncases;
 
 /* Record a failed assertion with its location; evaluates to @cond. */
 #define TS_EXPECT(t, cond, fmt, ...) ({					\

@@ -25,6 +25,19 @@ static uint seed = 20241110;
 module_param(seed, uint, 0444);
 MODULE_PARM_DESC(seed, "seed of the data patterns and page shuffles");
 
+static uint stress_ops = 100000;
+module_param(stress_ops, uint, 0444);
+MODULE_PARM_DESC(stress_ops, "operations of the shadow-model stress case");
+
+static uint conc_ops = 2000;
+module_param(conc_ops, uint, 0444);
+MODULE_PARM_DESC(conc_ops, "iterations of each concurrency worker");
+
+static bool detach_on_remove = true;
+module_param(detach_on_remove, bool, 0444);
+MODULE_PARM_DESC(detach_on_remove,
+		 "detach from twostep when the device is unbound (0 tests twostep's unload clean-up)");
+
 static uint hw_dma_bits = 40;
 module_param(hw_dma_bits, uint, 0444);
 MODULE_PARM_DESC(hw_dma_bits,
@@ -40,7 +53,7 @@ static int __init twostep_selftest_init(void)
 		pr_err("hw_dma_bits must be 33..64\n");
 		return -EINVAL;
 	}
-	ret = edu_driver_register(hw_dma_bits);
+	ret = edu_driver_register(hw_dma_bits, detach_on_remove);
 	if (ret)
 		return ret;
 	edu = edu_get();
@@ -57,6 +70,8 @@ static int __init twostep_selftest_init(void)
 	t.api = !edu->attach_ret;
 	t.expect_api = expect_api;
 	t.seed = seed;
+	t.stress_ops = stress_ops;
+	t.conc_ops = conc_ops;
 	failed = ts_run_all(&t, cases);
 	pr_info("self-test finished: %d case(s) failed\n", failed);
 	if (failed) {

@@ -18,6 +18,47 @@
 static LIST_HEAD(twostep_ctxs);
 static DEFINE_SPINLOCK(twostep_ctxs_lock);
 
+/* Live objects and refusals, readable in /sys/module/twostep/parameters. */
+static atomic_t twostep_live_contexts = ATOMIC_INIT(0);
+atomic_t twostep_live_allocs = ATOMIC_INIT(0);
+static atomic_t twostep_misuse_all = ATOMIC_INIT(0);
+
+static int twostep_counter_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read(kp->arg));
+}
+
+static const struct kernel_param_ops twostep_counter_ops = {
+	.get = twostep_counter_get,
+};
+
+module_param_cb(live_contexts, &twostep_counter_ops, &twostep_live_contexts,
+		0444);
+MODULE_PARM_DESC(live_contexts, "attached devices");
+module_param_cb(live_allocs, &twostep_counter_ops, &twostep_live_allocs,
+		0444);
+MODULE_PARM_DESC(live_allocs, "IOVA ranges allocated and not yet freed");
+module_param_cb(refused_calls, &twostep_counter_ops, &twostep_misuse_all,
+		0444);
+MODULE_PARM_DESC(refused_calls, "calls refused because of bad input");
+
+/* Fault injection: countdowns to the failing operation, 0 when disarmed. */
+atomic_t twostep_fail_countdown[2];
+
+void twostep_debug_fail(enum twostep_fail what, unsigned int nth)
+{
+	if (what < ARRAY_SIZE(twostep_fail_countdown))
+		atomic_set(&twostep_fail_countdown[what], nth);
+}
+EXPORT_SYMBOL_GPL(twostep_debug_fail);
+
+bool twostep_should_fail(enum twostep_fail what)
+{
+	atomic_t *c = &twostep_fail_countdown[what];
+
+	return atomic_read(c) && atomic_dec_and_test(c);
+}
+
 /* Called with twostep_ctxs_lock held. */
 static struct twostep_ctx *twostep_ctx_lookup(struct device *dev)
 {
@@ -51,6 +92,7 @@ void twostep_misuse(struct twostep_ctx *ctx, struct device *dev,
 	unsigned long flags;
 	va_list args;
 
+	atomic_inc(&twostep_misuse_all);
 	if (ctx) {
 		spin_lock_irqsave(&ctx->lock, flags);
 		ctx->misuse++;
@@ -192,6 +234,7 @@ int twostep_attach(struct device *dev, u64 hw_dma_limit)
 		goto err_put_iovad;
 	}
 	list_add_tail(&ctx->node, &twostep_ctxs);
+	atomic_inc(&twostep_live_contexts);
 	spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
 	dev_info(dev, "twostep: attached: window [%#llx, %#llx], granule %lu\n",
 		 (u64)ctx->win_start, (u64)ctx->win_end, granule);
@@ -229,6 +272,7 @@ static void twostep_ctx_destroy(struct twostep_ctx *ctx)
 
 	put_iova_domain(&ctx->iovad);
 	iova_cache_put();
+	atomic_dec(&twostep_live_contexts);
 	dev_info(ctx->dev, "twostep: detached\n");
 	put_device(ctx->dev);
 	kfree(ctx);
@@ -258,6 +302,10 @@ int twostep_get_stats(struct device *dev, struct twostep_stats *stats)
 	struct twostep_ctx *ctx = twostep_ctx_find(dev);
 	unsigned long flags;
 
+	if (!stats)
+		return -EINVAL;
+	memset(stats, 0, sizeof(*stats));
+	stats->misuse_all = atomic_read(&twostep_misuse_all);
 	if (!ctx)
 		return -ENODEV;
 	spin_lock_irqsave(&ctx->lock, flags);
@@ -267,6 +315,7 @@ int twostep_get_stats(struct device *dev, struct twostep_stats *stats)
 	stats->live_allocs = ctx->live_allocs;
 	stats->linked_granules = ctx->linked_granules;
 	stats->misuse = ctx->misuse;
+	stats->misuse_all = atomic_read(&twostep_misuse_all);
 	spin_unlock_irqrestore(&ctx->lock, flags);
 	return 0;
 }

@@ -154,16 +154,33 @@ static int twostep_map(struct twostep_ctx *ctx, unsigned long iova,
 	size_t done = 0;
 	int ret = 0;
 
-	if (!ops->map_pages)
+	if (!ops->map_pages && !atomic_read(&twostep_fail_countdown[TWOSTEP_FAIL_MAP]))
 		return twostep_compat_map_atomic(ctx->domain, iova, paddr,
 						 size, prot);
 	while (done < size) {
-		size_t mapped = 0;
+		size_t count = (size - done) >> ctx->shift, mapped = 0;
 
-		ret = ops->map_pages(ctx->domain, iova + done, paddr + done,
-				     twostep_granule(ctx),
-				     (size - done) >> ctx->shift, prot,
-				     GFP_ATOMIC, &mapped);
+		if (unlikely(atomic_read(&twostep_fail_countdown[TWOSTEP_FAIL_MAP]))) {
+			/* fault injection: one granule at a time */
+			if (twostep_should_fail(TWOSTEP_FAIL_MAP)) {
+				ret = -ENOMEM;
+				break;
+			}
+			count = 1;
+		}
+		if (ops->map_pages) {
+			ret = ops->map_pages(ctx->domain, iova + done,
+					     paddr + done, twostep_granule(ctx),
+					     count, prot, GFP_ATOMIC, &mapped);
+		} else {
+			mapped = count << ctx->shift;
+			ret = twostep_compat_map_atomic(ctx->domain,
+							iova + done,
+							paddr + done, mapped,
+							prot);
+			if (ret)
+				mapped = 0;
+		}
 		done += mapped;
 		if (ret)
 			break;
@@ -213,6 +230,7 @@ void twostep_alloc_release(struct twostep_ctx *ctx, struct twostep_alloc *a,
 	/* No stale IOTLB entry may outlive the IOVA's return to the pool. */
 	twostep_gather_sync(ctx, gather);
 	__free_iova(&ctx->iovad, a->iova);
+	atomic_dec(&twostep_live_allocs);
 	kfree(a);
 }
 
@@ -255,7 +273,8 @@ bool twostep_iova_try_alloc(struct device *dev,
 	a = kzalloc(sizeof(*a) + 2 * bitmap_bytes, GFP_KERNEL | __GFP_NOWARN);
 	if (!a)
 		return false;
-	iova = alloc_iova(&ctx->iovad, nr, ctx->limit_pfn, false);
+	iova = twostep_should_fail(TWOSTEP_FAIL_IOVA) ? NULL :
+	       alloc_iova(&ctx->iovad, nr, ctx->limit_pfn, false);
 	if (!iova) {
 		kfree(a);
 		return false;
@@ -271,6 +290,7 @@ bool twostep_iova_try_alloc(struct device *dev,
 	spin_lock_irqsave(&ctx->lock, flags);
 	twostep_alloc_insert(ctx, a);
 	ctx->live_allocs++;
+	atomic_inc(&twostep_live_allocs);
 	spin_unlock_irqrestore(&ctx->lock, flags);
 
 	state->addr = a->addr;

@@ -6,6 +6,7 @@
 #ifndef _TWOSTEP_INTERNAL_H
 #define _TWOSTEP_INTERNAL_H
 
+#include <linux/atomic.h>
 #include <linux/iommu.h>
 #include <linux/iova.h>
 #include <linux/list.h>
@@ -70,7 +71,11 @@ struct twostep_alloc {
 	unsigned long *head;
 };
 
+extern atomic_t twostep_live_allocs;
+extern atomic_t twostep_fail_countdown[2];
+
 struct twostep_ctx *twostep_ctx_find(struct device *dev);
+bool twostep_should_fail(enum twostep_fail what);
 void twostep_misuse(struct twostep_ctx *ctx, struct device *dev,
 		    const char *fmt, ...) __printf(3, 4);
 

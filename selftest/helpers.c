@@ -1,0 +1,296 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * twostep self-test: helpers shared by the cases: scattered pages with
+ * known patterns, device reads and writes through any address, two-step
+ * mappings of page sets, and checks of what the IOMMU translates.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/dma-mapping.h>
+#include <linux/iommu.h>
+#include <linux/mm.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+
+#include "helpers.h"
+
+#define TS_USED_MAX	128
+
+/* Coherent buffer the checks use to load and read the device buffer. */
+u8 *ts_probe;
+dma_addr_t ts_probe_dma;
+
+/* Every IOVA range handed out, for the final leak check. */
+static struct {
+	dma_addr_t addr;
+	size_t size;
+} ts_used[TS_USED_MAX];
+unsigned int ts_nused;
+
+u32 ts_rand(u32 *s)
+{
+	u32 x = *s ? *s : 0x2545f491;
+
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	*s = x;
+	return x;
+}
+
+/* Byte @idx of the pattern named by @seed. */
+u8 ts_pat(u32 seed, size_t idx)
+{
+	u32 x = seed ^ ((u32)idx * 0x9e3779b9u);
+
+	x ^= x >> 16;
+	x *= 0x85ebca6bu;
+	x ^= x >> 13;
+	return x >> 24;
+}
+
+/* Pattern bytes that never equal 0 or TS_SCRUB: secrets a leak would show. */
+u8 ts_secret(u32 seed, size_t idx)
+{
+	return 0x80 | ts_pat(seed, idx);
+}
+
+void ts_note(dma_addr_t addr, size_t size)
+{
+	if (ts_nused < TS_USED_MAX) {
+		ts_used[ts_nused].addr = addr;
+		ts_used[ts_nused].size = size;
+		ts_nused++;
+	}
+}
+
+struct iommu_domain *ts_domain(struct ts *t)
+{
+	return iommu_get_domain_for_dev(t->dev);
+}
+
+/* Number of granules of [addr, addr + size) the IOMMU still translates. */
+unsigned int ts_mapped_pages(struct ts *t, dma_addr_t addr,
+			     size_t size)
+{
+	struct iommu_domain *dom = ts_domain(t);
+	unsigned int n = 0;
+	dma_addr_t a;
+
+	if (!dom)
+		return 0;
+	for (a = addr & PAGE_MASK; a < addr + size; a += PAGE_SIZE)
+		if (iommu_iova_to_phys(dom, a))
+			n++;
+	return n;
+}
+
+void ts_pages_put(struct ts_pages *p)
+{
+	while (p->n)
+		__free_page(p->pg[--p->n]);
+}
+
+/*
+ * Allocate @n pages one by one, with a spare page allocated between any two
+ * and freed afterwards, then shuffle them: physically scattered pages.
+ */
+int ts_pages_get(struct ts *t, struct ts_pages *p, unsigned int n)
+{
+	struct page *spare[TS_PAGES_MAX];
+	unsigned int i, j, nspare = 0;
+	int ret = 0;
+
+	p->n = 0;
+	if (n > TS_PAGES_MAX)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		p->pg[p->n] = alloc_page(GFP_KERNEL);
+		if (!p->pg[p->n]) {
+			ret = -ENOMEM;
+			break;
+		}
+		p->n++;
+		spare[nspare] = alloc_page(GFP_KERNEL);
+		if (spare[nspare])
+			nspare++;
+	}
+	while (nspare)
+		__free_page(spare[--nspare]);
+	if (ret) {
+		ts_pages_put(p);
+		return ret;
+	}
+	for (i = n - 1; i > 0; i--) {
+		struct page *tmp;
+
+		j = ts_rand(&t->seed) % (i + 1);
+		tmp = p->pg[i];
+		p->pg[i] = p->pg[j];
+		p->pg[j] = tmp;
+	}
+	return 0;
+}
+
+unsigned int ts_pages_contiguous_pairs(const struct ts_pages *p)
+{
+	unsigned int i, pairs = 0;
+
+	for (i = 0; i + 1 < p->n; i++)
+		if (page_to_phys(p->pg[i + 1]) ==
+		    page_to_phys(p->pg[i]) + PAGE_SIZE)
+			pairs++;
+	return pairs;
+}
+
+u8 *ts_byte(const struct ts_pages *p, size_t off)
+{
+	return (u8 *)page_address(p->pg[off / PAGE_SIZE]) + off % PAGE_SIZE;
+}
+
+void ts_pages_fill(struct ts_pages *p, u32 seed)
+{
+	size_t off;
+
+	for (off = 0; off < (size_t)p->n * PAGE_SIZE; off++)
+		*ts_byte(p, off) = ts_pat(seed, off);
+}
+
+/* Do bytes [off, off + len) of the logical buffer equal @buf? */
+bool ts_pages_match(const struct ts_pages *p, size_t off,
+		    const u8 *buf, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (*ts_byte(p, off + i) != buf[i])
+			return false;
+	return true;
+}
+
+/* Copy the whole logical buffer out (for a shadow model of the pages). */
+void ts_pages_copy(const struct ts_pages *p, u8 *out)
+{
+	unsigned int i;
+
+	for (i = 0; i < p->n; i++)
+		memcpy(out + i * PAGE_SIZE, page_address(p->pg[i]), PAGE_SIZE);
+}
+
+/* Offset of the first byte differing from @expect, or -1. */
+long ts_pages_diff(const struct ts_pages *p, const u8 *expect)
+{
+	size_t off;
+
+	for (off = 0; off < (size_t)p->n * PAGE_SIZE; off++)
+		if (*ts_byte(p, off) != expect[off])
+			return off;
+	return -1;
+}
+
+/* The device reads [addr, addr + len) and hands the bytes back in @out. */
+int ts_dev_read(struct ts *t, dma_addr_t addr, u32 len, u8 *out)
+{
+	int ret;
+
+	memset(ts_probe, TS_SCRUB, len);
+	ret = edu_dma(t->edu, ts_probe_dma, 0, len, false);
+	if (!ret)
+		ret = edu_dma(t->edu, addr, 0, len, false);
+	if (ret)
+		return ret;
+	memset(ts_probe, 0x22, len);
+	ret = edu_dma(t->edu, ts_probe_dma, 0, len, true);
+	if (!ret)
+		memcpy(out, ts_probe, len);
+	return ret;
+}
+
+/* The device writes @src to [addr, addr + len). */
+int ts_dev_write(struct ts *t, dma_addr_t addr, const u8 *src, u32 len)
+{
+	int ret;
+
+	memcpy(ts_probe, src, len);
+	ret = edu_dma(t->edu, ts_probe_dma, 0, len, false);
+	if (!ret)
+		ret = edu_dma(t->edu, addr, 0, len, true);
+	return ret;
+}
+
+/* True when every byte is still the scrub filler or 0: nothing moved. */
+bool ts_nothing_moved(const u8 *buf, u32 len)
+{
+	u32 i;
+
+	for (i = 0; i < len; i++)
+		if (buf[i] != TS_SCRUB && buf[i])
+			return false;
+	return true;
+}
+
+
+int ts_map_setup(struct ts *t, struct ts_map *m, unsigned int n,
+		 enum dma_data_direction dir, u32 seed)
+{
+	unsigned int i;
+	int ret;
+
+	memset(m, 0, sizeof(*m));
+	ret = ts_pages_get(t, &m->p, n);
+	if (!TS_EXPECT(t, !ret, "page allocation: %d", ret))
+		return ret;
+	ts_pages_fill(&m->p, seed);
+	if (!TS_EXPECT(t, twostep_iova_try_alloc(t->dev, &m->st, 0,
+						 n * PAGE_SIZE),
+		       "try_alloc of %u pages", n)) {
+		ts_pages_put(&m->p);
+		return -ENOMEM;
+	}
+	ts_note(m->st.addr, n * PAGE_SIZE);
+	for (i = 0; i < n; i++) {
+		ret = twostep_iova_link(t->dev, &m->st,
+					page_to_phys(m->p.pg[i]),
+					i * PAGE_SIZE, PAGE_SIZE, dir, 0);
+		if (!TS_EXPECT(t, !ret, "link page %u: %d", i, ret))
+			return ret;
+		m->linked++;
+	}
+	ret = twostep_iova_sync(t->dev, &m->st, 0, n * PAGE_SIZE);
+	TS_EXPECT(t, !ret, "sync: %d", ret);
+	return ret;
+}
+
+void ts_map_teardown(struct ts *t, struct ts_map *m,
+		     enum dma_data_direction dir)
+{
+	if (twostep_use_iova(&m->st))
+		twostep_iova_destroy(t->dev, &m->st, m->linked * PAGE_SIZE,
+				     dir, 0);
+	ts_pages_put(&m->p);
+}
+
+void ts_stats(struct ts *t, struct twostep_stats *s)
+{
+	memset(s, 0, sizeof(*s));
+	TS_EXPECT(t, !twostep_get_stats(t->dev, s), "stats");
+}
+
+/* Pages still translated anywhere a range was handed out during the run. */
+unsigned int ts_used_mapped(struct ts *t)
+{
+	unsigned int i, mapped = 0;
+
+	for (i = 0; i < ts_nused; i++)
+		mapped += ts_mapped_pages(t, ts_used[i].addr, ts_used[i].size);
+	return mapped;
+}
+
+/* Fill @n physically contiguous pages starting at @block with a pattern. */
+void ts_pages_fill_block(struct page *block, unsigned int n, u32 seed)
+{
+	size_t off;
+
+	for (off = 0; off < (size_t)n * PAGE_SIZE; off++)
+		((u8 *)page_address(block))[off] = ts_pat(seed, off);
+}

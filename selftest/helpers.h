@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * twostep self-test: helpers shared by the cases (helpers.c).
+ */
+#ifndef _TWOSTEP_HELPERS_H
+#define _TWOSTEP_HELPERS_H
+
+#include <linux/dma-direction.h>
+#include <linux/types.h>
+
+#include "edu.h"
+#include "ktap.h"
+#include "twostep.h"
+
+#define TS_PAGES_MAX	32
+#define TS_SCRUB	0x11	/* device buffer filler before a read */
+
+struct page;
+struct iommu_domain;
+
+struct ts_pages {
+	unsigned int n;
+	struct page *pg[TS_PAGES_MAX];
+};
+
+/* A two-step mapping of scattered pages, one link per page. */
+struct ts_map {
+	struct twostep_iova_state st;
+	struct ts_pages p;
+	unsigned int linked;
+};
+
+/* Coherent buffer the checks use to load and read the device buffer. */
+extern u8 *ts_probe;
+extern dma_addr_t ts_probe_dma;
+extern unsigned int ts_nused;
+
+u32 ts_rand(u32 *s);
+u8 ts_pat(u32 seed, size_t idx);
+u8 ts_secret(u32 seed, size_t idx);
+void ts_note(dma_addr_t addr, size_t size);
+struct iommu_domain *ts_domain(struct ts *t);
+unsigned int ts_mapped_pages(struct ts *t, dma_addr_t addr,
+			     size_t size);
+void ts_pages_put(struct ts_pages *p);
+int ts_pages_get(struct ts *t, struct ts_pages *p, unsigned int n);
+unsigned int ts_pages_contiguous_pairs(const struct ts_pages *p);
+u8 *ts_byte(const struct ts_pages *p, size_t off);
+void ts_pages_fill(struct ts_pages *p, u32 seed);
+bool ts_pages_match(const struct ts_pages *p, size_t off,
+		    const u8 *buf, size_t len);
+void ts_pages_copy(const struct ts_pages *p, u8 *out);
+long ts_pages_diff(const struct ts_pages *p, const u8 *expect);
+int ts_dev_read(struct ts *t, dma_addr_t addr, u32 len, u8 *out);
+int ts_dev_write(struct ts *t, dma_addr_t addr, const u8 *src, u32 len);
+bool ts_nothing_moved(const u8 *buf, u32 len);
+int ts_map_setup(struct ts *t, struct ts_map *m, unsigned int n,
+		 enum dma_data_direction dir, u32 seed);
+void ts_map_teardown(struct ts *t, struct ts_map *m,
+		     enum dma_data_direction dir);
+void ts_stats(struct ts *t, struct twostep_stats *s);
+unsigned int ts_used_mapped(struct ts *t);
+void ts_pages_fill_block(struct page *block, unsigned int n, u32 seed);
+
+#endif /* _TWOSTEP_HELPERS_H */
