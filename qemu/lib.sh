@@ -95,6 +95,7 @@ ts_config() {
 	TS_QEMU_ARGS=(-machine q35,kernel-irqchip=split)
 	TS_APPEND=""
 	TS_DMAR=0
+	TS_SMP=${TS_SMP_DEFAULT:-4}
 	case "$1" in
 	intel)
 		# strict mode, plus the load/unload lifecycle rounds
@@ -112,6 +113,18 @@ ts_config() {
 	none)
 		TS_QEMU_ARGS=(-machine q35)
 		TS_EXPECT_API=0 ;;
+	bench-strict|bench-lazy|bench-cm|bench-smoke)
+		# benchmark mode, one vCPU, QEMU tracing the IOTLB
+		# invalidations and the guest's phase markers
+		local cm=off strict=1
+		[ "$1" = bench-cm ] && cm=on
+		[ "$1" = bench-lazy ] && strict=0
+		TS_QEMU_ARGS+=(-device "intel-iommu,intremap=on,caching-mode=$cm"
+			-trace enable=pci_cfg_write
+			-trace "enable=vtd_inv_desc_iotlb_*"
+			-D "$TS_RESULTS/$1.trace")
+		TS_APPEND="intel_iommu=on iommu.strict=$strict ts_params=bench=1:bench_reps=${TS_BENCH_REPS:-9}:bench_max_n=${TS_BENCH_MAX_N:-4096}"
+		TS_EXPECT_API=1 TS_SMP=1 ;;
 	*)
 		return 1 ;;
 	esac
@@ -138,7 +151,7 @@ ts_boot() {
 	accel=$(ts_accel)
 	[ "$accel" = tcg ] && [ -n "$TS_ICOUNT" ] && icount=(-icount "$TS_ICOUNT")
 	timeout --foreground -k 10 "$TS_BOOT_TIMEOUT" qemu-system-x86_64 \
-		-accel "$accel" -m 512 -smp "${TS_SMP:-4}" "${icount[@]}" \
+		-accel "$accel" -m 512 -smp "$TS_SMP" "${icount[@]}" \
 		-display none -monitor none -serial stdio -no-reboot \
 		"${TS_QEMU_ARGS[@]}" \
 		-kernel "$TS_VMLINUZ" -initrd "$TS_RESULTS/initramfs.cpio.gz" \

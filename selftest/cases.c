@@ -968,13 +968,26 @@ static const struct ts_case ts_final_cases[] = {
 	{ "no_leak", case_no_leak, true },
 };
 
-static const struct {
+struct ts_group {
 	const struct ts_case *cases;
-	unsigned int n;
-} ts_groups[] = {
-	{ ts_cases, ARRAY_SIZE(ts_cases) },
-	{ ts_robust_cases, 0 },	/* size: ts_robust_ncases */
-	{ ts_final_cases, ARRAY_SIZE(ts_final_cases) },
+	const unsigned int *n;
+};
+
+static const unsigned int ts_ncases = ARRAY_SIZE(ts_cases);
+static const unsigned int ts_final_ncases = ARRAY_SIZE(ts_final_cases);
+
+static const struct ts_group ts_groups[] = {
+	{ ts_cases, &ts_ncases },
+	{ ts_robust_cases, &ts_robust_ncases },
+	{ ts_final_cases, &ts_final_ncases },
+	{ }
+};
+
+/* Benchmark mode: the device check, then the benchmark. */
+static const struct ts_group ts_bench_groups[] = {
+	{ ts_cases, &ts_ncases },
+	{ ts_bench_cases, &ts_bench_ncases },
+	{ }
 };
 
 static bool ts_selected(const char *filter, const char *name)
@@ -991,12 +1004,6 @@ static bool ts_selected(const char *filter, const char *name)
 		p += len;
 	}
 	return false;
-}
-
-static unsigned int ts_group_size(unsigned int g)
-{
-	return ts_groups[g].cases == ts_robust_cases ? ts_robust_ncases :
-	       ts_groups[g].n;
 }
 
 /* Run one case and print its result line. */
@@ -1039,11 +1046,16 @@ static void ts_run_one(struct ts *t, const struct ts_case *c,
 /* Run the selected cases; returns the number that failed. */
 int ts_run_all(struct ts *t, const char *filter)
 {
-	unsigned int g, i, n = 0, num = 0, failed = 0, skipped = 0;
+	const struct ts_group *groups = t->bench ? ts_bench_groups : ts_groups;
+	const struct ts_group *g;
+	unsigned int i, n = 0, num = 0, failed = 0, skipped = 0;
 
-	for (g = 0; g < ARRAY_SIZE(ts_groups); g++)
-		for (i = 0; i < ts_group_size(g); i++)
-			n += ts_selected(filter, ts_groups[g].cases[i].name);
+	/* in benchmark mode the default selection is identity + benchmark */
+	if (t->bench && (!filter || !*filter))
+		filter = "edu_identity,bench";
+	for (g = groups; g->cases; g++)
+		for (i = 0; i < *g->n; i++)
+			n += ts_selected(filter, g->cases[i].name);
 
 	ts_probe = dma_alloc_coherent(t->dev, EDU_BUF_SIZE, &ts_probe_dma,
 				      GFP_KERNEL);
@@ -1057,9 +1069,9 @@ int ts_run_all(struct ts *t, const char *filter)
 		  t->seed, t->api ? "attached" : "not attached",
 		  t->edu->attach_ret, t->expect_api);
 
-	for (g = 0; g < ARRAY_SIZE(ts_groups); g++) {
-		for (i = 0; i < ts_group_size(g); i++) {
-			const struct ts_case *c = &ts_groups[g].cases[i];
+	for (g = groups; g->cases; g++) {
+		for (i = 0; i < *g->n; i++) {
+			const struct ts_case *c = &g->cases[i];
 
 			if (ts_selected(filter, c->name))
 				ts_run_one(t, c, ++num, &failed, &skipped);

@@ -29,7 +29,11 @@
  * @skip: reason for TS_SKIP
  * @seed: pattern seed, printed for reproduction
  * @stress_ops: operations of the shadow-model stress case
+ * @stress_seed: seed of the stress sequence, printed for reproduction
  * @conc_ops: iterations of each worker of the concurrency case
+ * @bench: run the benchmark instead of the cases
+ * @bench_reps: repetitions of each benchmark measurement
+ * @bench_max_n: largest number of pages benchmarked
  */
 struct ts {
 	struct edu_dev *edu;
@@ -40,7 +44,12 @@ struct ts {
 	char skip[96];
 	u32 seed;
 	unsigned int stress_ops;
+	u32 stress_seed;
 	unsigned int conc_ops;
+	bool bench;
+	unsigned int bench_reps;
+	unsigned int bench_max_n;
+	unsigned int bench_mask;
 };
 
 /**
@@ -57,6 +66,8 @@ struct ts_case {
 
 extern const struct ts_case ts_robust_cases[];
 extern const unsigned int ts_robust_ncases;
+extern const struct ts_case ts_bench_cases[];
+extern const unsigned int ts_bench_ncases;
 
 /* Record a failed assertion with its location; evaluates to @cond. */
 #define TS_EXPECT(t, cond, fmt, ...) ({					\

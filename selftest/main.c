@@ -29,9 +29,29 @@ static uint stress_ops = 100000;
 module_param(stress_ops, uint, 0444);
 MODULE_PARM_DESC(stress_ops, "operations of the shadow-model stress case");
 
+static uint stress_seed;
+module_param(stress_seed, uint, 0444);
+MODULE_PARM_DESC(stress_seed,
+		 "seed of the stress sequence (default: the seed parameter)");
+
 static uint conc_ops = 2000;
 module_param(conc_ops, uint, 0444);
 MODULE_PARM_DESC(conc_ops, "iterations of each concurrency worker");
+
+static bool bench;
+module_param(bench, bool, 0444);
+MODULE_PARM_DESC(bench, "run the benchmark instead of the test cases");
+
+static uint bench_reps = 9;
+module_param(bench_reps, uint, 0444);
+MODULE_PARM_DESC(bench_reps, "repetitions of each benchmark measurement");
+
+static uint bench_max_n = 4096;
+module_param(bench_max_n, uint, 0444);
+MODULE_PARM_DESC(bench_max_n, "largest number of pages benchmarked");
+
+static uint bench_mask = 0xff;
+module_param(bench_mask, uint, 0444);
 
 static bool detach_on_remove = true;
 module_param(detach_on_remove, bool, 0444);
@@ -71,7 +91,12 @@ static int __init twostep_selftest_init(void)
 	t.expect_api = expect_api;
 	t.seed = seed;
 	t.stress_ops = stress_ops;
+	t.stress_seed = stress_seed ? stress_seed : seed;
 	t.conc_ops = conc_ops;
+	t.bench = bench;
+	t.bench_reps = bench_reps;
+	t.bench_max_n = bench_max_n;
+	t.bench_mask = bench_mask;
 	failed = ts_run_all(&t, cases);
 	pr_info("self-test finished: %d case(s) failed\n", failed);
 	if (failed) {

@@ -825,7 +825,7 @@ static int case_stress(struct ts *t)
 	if (!TS_EXPECT(t, m, "allocation"))
 		return 0;
 	m->t = t;
-	m->rnd = t->seed ^ 0x5eed;
+	m->rnd = t->stress_seed;
 	m->block = alloc_pages(GFP_KERNEL, ilog2(SM_POOL));
 	if (!TS_EXPECT(t, m->block, "pages"))
 		goto out;
@@ -864,7 +864,7 @@ static int case_stress(struct ts *t)
 	ts_diag("stress: %lu ops in %llu ms, %lu refusals expected and seen",
 		m->ops, ns / NSEC_PER_MSEC, m->refusals_expected);
 	ktap_line("# summary: stress ops %lu mismatches %lu seed %u", m->ops,
-		  m->mismatches, t->seed);
+		  m->mismatches, t->stress_seed);
 	TS_EXPECT(t, !m->mismatches, "%lu mismatches", m->mismatches);
 	TS_EXPECT(t, s1.live_allocs == s0.live_allocs &&
 		  s1.linked_granules == s0.linked_granules,

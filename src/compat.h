@@ -23,4 +23,16 @@ static inline int twostep_compat_map_atomic(struct iommu_domain *domain,
 #endif
 }
 
+/* Map, possibly sleeping, with the IOTLB sync iommu_map() always does. */
+static inline int twostep_compat_map(struct iommu_domain *domain,
+				     unsigned long iova, phys_addr_t paddr,
+				     size_t size, int prot)
+{
+#ifdef TWOSTEP_HAVE_IOMMU_MAP_ATOMIC
+	return iommu_map(domain, iova, paddr, size, prot);
+#else
+	return iommu_map(domain, iova, paddr, size, prot, GFP_KERNEL);
+#endif
+}
+
 #endif /* _TWOSTEP_COMPAT_H */

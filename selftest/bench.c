@@ -1,0 +1,307 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * twostep self-test, benchmark mode: map and unmap N scattered pages with
+ * twostep, with the classic DMA API (page by page and as a scatterlist)
+ * and with the two floors (the domain's map_pages once per page with one
+ * sync and one gathered unmap; one iommu_map of a physically contiguous
+ * range). Repetitions are interleaved so that drift hits every method
+ * alike. Each phase is bracketed by a write to an unused config register of
+ * the device, which QEMU's pci_cfg_write trace event records, so the host
+ * can count the vIOMMU's IOTLB invalidations per phase from QEMU's own
+ * trace. Figures are KTAP diagnostic lines; nothing here is a timed
+ * pass/fail test.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/dma-mapping.h>
+#include <linux/iommu.h>
+#include <linux/ktime.h>
+#include <linux/mm.h>
+#include <linux/pci.h>
+#include <linux/scatterlist.h>
+#include <linux/slab.h>
+#include <linux/sort.h>
+#include <linux/vmalloc.h>
+
+#include "compat.h"
+#include "helpers.h"
+
+#define BM_MARK_REG	0x40	/* unused config dword of edu */
+#define BM_MARK_MAGIC	0x54000000u
+#define BM_BLOCK_ORDER	10	/* 4 MiB contiguous block for floor_contig */
+#define BM_REPS_MAX	64
+
+enum bm_method {
+	BM_TWOSTEP,
+	BM_TWOSTEP_UNLINK,
+	BM_CLASSIC,
+	BM_CLASSIC_SG,
+	BM_FLOOR_PAGES,
+	BM_FLOOR_CONTIG,
+	BM_NR,
+};
+
+static const char *const bm_names[BM_NR] = {
+	"twostep", "twostep_unlink", "classic", "classic_sg",
+	"floor_map_pages", "floor_contig",
+};
+
+static const unsigned int bm_sizes[] = { 1, 4, 16, 64, 256, 1024, 4096 };
+
+enum bm_phase { BM_PHASE_MAP, BM_PHASE_UNMAP, BM_PHASE_END };
+
+struct bm {
+	struct ts *t;
+	struct iommu_domain *dom;
+	struct page **pages;
+	struct page *block;
+	dma_addr_t *addrs;
+	unsigned int npages, reps;
+	u64 map_ns[BM_NR][ARRAY_SIZE(bm_sizes)][BM_REPS_MAX];
+	u64 unmap_ns[BM_NR][ARRAY_SIZE(bm_sizes)][BM_REPS_MAX];
+	unsigned int errors;
+};
+
+static void bm_mark(struct bm *b, enum bm_method m, unsigned int si,
+		    enum bm_phase phase, unsigned int rep)
+{
+	pci_write_config_dword(b->t->edu->pdev, BM_MARK_REG,
+			       BM_MARK_MAGIC | m << 16 | si << 12 |
+			       phase << 8 | rep);
+}
+
+static int bm_prot(void)
+{
+	return IOMMU_READ | IOMMU_WRITE | IOMMU_CACHE;
+}
+
+/* Time one map and one unmap of @n pages with method @m. */
+static int bm_run(struct bm *b, enum bm_method m, unsigned int si,
+		  unsigned int rep)
+{
+	struct device *dev = b->t->dev;
+	unsigned int n = bm_sizes[si], i;
+	struct twostep_iova_state st;
+	struct iommu_iotlb_gather gather;
+	struct sg_table sgt = { };
+	struct scatterlist *sg;
+	size_t len = (size_t)n * PAGE_SIZE;
+	int ret = 0;
+	u64 t0, t1, t2, t3;
+
+	if (m == BM_CLASSIC_SG) {
+		ret = sg_alloc_table(&sgt, n, GFP_KERNEL);
+		if (ret)
+			return ret;
+		for_each_sgtable_sg(&sgt, sg, i)
+			sg_set_page(sg, b->pages[i], PAGE_SIZE, 0);
+	}
+	if (m == BM_FLOOR_PAGES || m == BM_FLOOR_CONTIG) {
+		/* reserve IOVA the floors map into; not timed */
+		if (!twostep_iova_try_alloc(dev, &st, 0, len))
+			return -ENOMEM;
+	}
+
+	bm_mark(b, m, si, BM_PHASE_MAP, rep);
+	t0 = ktime_get_ns();
+	switch (m) {
+	case BM_TWOSTEP:
+	case BM_TWOSTEP_UNLINK:
+		if (!twostep_iova_try_alloc(dev, &st, 0, len)) {
+			ret = -ENOMEM;
+			break;
+		}
+		for (i = 0; i < n && !ret; i++)
+			ret = twostep_iova_link(dev, &st,
+						page_to_phys(b->pages[i]),
+						i * PAGE_SIZE, PAGE_SIZE,
+						DMA_BIDIRECTIONAL, 0);
+		ret = ret ?: twostep_iova_sync(dev, &st, 0, len);
+		break;
+	case BM_CLASSIC:
+		for (i = 0; i < n; i++) {
+			b->addrs[i] = dma_map_page(dev, b->pages[i], 0,
+						   PAGE_SIZE,
+						   DMA_BIDIRECTIONAL);
+			if (dma_mapping_error(dev, b->addrs[i]))
+				ret = -ENOMEM;
+		}
+		break;
+	case BM_CLASSIC_SG:
+		ret = dma_map_sgtable(dev, &sgt, DMA_BIDIRECTIONAL, 0);
+		break;
+	case BM_FLOOR_PAGES:
+		for (i = 0; i < n && !ret; i++) {
+			size_t mapped = 0;
+
+			ret = b->dom->ops->map_pages(b->dom,
+					st.addr + i * PAGE_SIZE,
+					page_to_phys(b->pages[i]), PAGE_SIZE,
+					1, bm_prot(), GFP_ATOMIC, &mapped);
+		}
+		if (b->dom->ops->iotlb_sync_map)
+			b->dom->ops->iotlb_sync_map(b->dom, st.addr, len);
+		break;
+	case BM_FLOOR_CONTIG:
+		/*
+		 * Beyond the 4 MiB block the physical range is not ours;
+		 * nothing reaches it, only page tables are written.
+		 */
+		ret = twostep_compat_map(b->dom, st.addr,
+					 page_to_phys(b->block), len,
+					 bm_prot());
+		break;
+	default:
+		break;
+	}
+	t1 = ktime_get_ns();
+	bm_mark(b, m, si, BM_PHASE_UNMAP, rep);
+	t2 = ktime_get_ns();
+	switch (m) {
+	case BM_TWOSTEP:
+		twostep_iova_destroy(dev, &st, len, DMA_BIDIRECTIONAL, 0);
+		break;
+	case BM_TWOSTEP_UNLINK:
+		twostep_iova_unlink(dev, &st, 0, len, DMA_BIDIRECTIONAL, 0);
+		twostep_iova_free(dev, &st);
+		break;
+	case BM_CLASSIC:
+		for (i = 0; i < n; i++)
+			if (!dma_mapping_error(dev, b->addrs[i]))
+				dma_unmap_page(dev, b->addrs[i], PAGE_SIZE,
+					       DMA_BIDIRECTIONAL);
+		break;
+	case BM_CLASSIC_SG:
+		if (!ret)
+			dma_unmap_sgtable(dev, &sgt, DMA_BIDIRECTIONAL, 0);
+		break;
+	case BM_FLOOR_PAGES:
+		iommu_iotlb_gather_init(&gather);
+		iommu_unmap_fast(b->dom, st.addr, len, &gather);
+		iommu_iotlb_sync(b->dom, &gather);
+		break;
+	case BM_FLOOR_CONTIG:
+		iommu_unmap(b->dom, st.addr, len);
+		break;
+	default:
+		break;
+	}
+	t3 = ktime_get_ns();
+	bm_mark(b, m, si, BM_PHASE_END, rep);
+
+	if (m == BM_FLOOR_PAGES || m == BM_FLOOR_CONTIG)
+		twostep_iova_free(dev, &st);
+	if (m == BM_CLASSIC_SG)
+		sg_free_table(&sgt);
+	b->map_ns[m][si][rep] = t1 - t0;
+	b->unmap_ns[m][si][rep] = t3 - t2;
+	return ret;
+}
+
+static int bm_cmp(const void *a, const void *b)
+{
+	u64 x = *(const u64 *)a, y = *(const u64 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Median, minimum and maximum of @reps samples, in ns per page x 10. */
+static void bm_figures(u64 *v, unsigned int reps, unsigned int n,
+		       u64 out[3])
+{
+	sort(v, reps, sizeof(*v), bm_cmp, NULL);
+	out[0] = div_u64(v[reps / 2] * 10, n);
+	out[1] = div_u64(v[0] * 10, n);
+	out[2] = div_u64(v[reps - 1] * 10, n);
+}
+
+#define BM_FIX(x) div_u64(x, 10), do_div_rem10(x)
+
+static unsigned int do_div_rem10(u64 x)
+{
+	return do_div(x, 10);
+}
+
+static void bm_report(struct bm *b, unsigned int nsizes)
+{
+	unsigned int m, si;
+	u64 mf[3], uf[3];
+
+	for (si = 0; si < nsizes; si++) {
+		for (m = 0; m < BM_NR; m++) {
+			bm_figures(b->map_ns[m][si], b->reps, bm_sizes[si], mf);
+			bm_figures(b->unmap_ns[m][si], b->reps, bm_sizes[si],
+				   uf);
+			ktap_line("# bench method=%s n=%u reps=%u map_ns_page=%llu.%u map_min=%llu.%u map_max=%llu.%u unmap_ns_page=%llu.%u unmap_min=%llu.%u unmap_max=%llu.%u",
+				  bm_names[m], bm_sizes[si], b->reps,
+				  BM_FIX(mf[0]), BM_FIX(mf[1]), BM_FIX(mf[2]),
+				  BM_FIX(uf[0]), BM_FIX(uf[1]), BM_FIX(uf[2]));
+		}
+	}
+}
+
+static int case_bench(struct ts *t)
+{
+	unsigned int si, m, rep, i, nsizes = 0;
+	struct ts_pages chunk;
+	struct bm *b;
+
+	b = vzalloc(sizeof(*b));
+	if (!TS_EXPECT(t, b, "allocation"))
+		return 0;
+	b->t = t;
+	b->dom = iommu_get_domain_for_dev(t->dev);
+	b->reps = clamp(t->bench_reps, 1U, (unsigned int)BM_REPS_MAX);
+	while (nsizes < ARRAY_SIZE(bm_sizes) &&
+	       bm_sizes[nsizes] <= t->bench_max_n)
+		nsizes++;
+	b->npages = nsizes ? bm_sizes[nsizes - 1] : 0;
+	b->pages = vzalloc(b->npages * sizeof(*b->pages));
+	b->addrs = vzalloc(b->npages * sizeof(*b->addrs));
+	b->block = alloc_pages(GFP_KERNEL, BM_BLOCK_ORDER);
+	if (!TS_EXPECT(t, nsizes && b->pages && b->addrs && b->block &&
+		       b->dom && b->dom->ops->map_pages, "setup"))
+		goto out;
+	/* scattered pages, gathered TS_PAGES_MAX at a time */
+	for (i = 0; i < b->npages; i += chunk.n) {
+		unsigned int want = min(b->npages - i, (unsigned int)TS_PAGES_MAX);
+
+		if (!TS_EXPECT(t, !ts_pages_get(t, &chunk, want), "pages"))
+			goto out_pages;
+		memcpy(&b->pages[i], chunk.pg, want * sizeof(chunk.pg[0]));
+	}
+
+	ktap_line("# bench: %u repetitions, N up to %u, methods interleaved",
+		  b->reps, b->npages);
+	for (rep = 0; rep < b->reps; rep++)
+		for (si = 0; si < nsizes; si++)
+			for (m = 0; m < BM_NR; m++) {
+				enum bm_method mm = (m + rep) % BM_NR;
+
+				if (!(t->bench_mask & BIT(mm)))
+					continue;
+
+				if (bm_run(b, mm, si, rep)) {
+					b->errors++;
+					ts_diag("%s n=%u failed", bm_names[mm],
+						bm_sizes[si]);
+				}
+			}
+	bm_report(b, nsizes);
+	TS_EXPECT(t, !b->errors, "%u runs failed", b->errors);
+out_pages:
+	for (i = 0; i < b->npages && b->pages[i]; i++)
+		__free_page(b->pages[i]);
+out:
+	if (b->block)
+		__free_pages(b->block, BM_BLOCK_ORDER);
+	vfree(b->addrs);
+	vfree(b->pages);
+	vfree(b);
+	return 0;
+}
+
+const struct ts_case ts_bench_cases[] = {
+	{ "bench", case_bench, true },
+};
+const unsigned int ts_bench_ncases = ARRAY_SIZE(ts_bench_cases);
