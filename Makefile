@@ -21,3 +21,9 @@ modules clean:
 	$(MAKE) -C $(KDIR) M=$(PWD) $@
 
 .PHONY: all modules clean
+
+# Benchmarks in QEMU guests: results/bench/{bench.csv,bench.md,*.png}
+bench:
+	./qemu/bench.sh
+
+.PHONY: bench

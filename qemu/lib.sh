@@ -123,7 +123,9 @@ ts_config() {
 			-trace enable=pci_cfg_write
 			-trace "enable=vtd_inv_desc_iotlb_*"
 			-D "$TS_RESULTS/$1.trace")
-		TS_APPEND="intel_iommu=on iommu.strict=$strict ts_params=bench=1:bench_reps=${TS_BENCH_REPS:-9}:bench_max_n=${TS_BENCH_MAX_N:-4096}"
+		local reps=${TS_BENCH_REPS:-9} maxn=${TS_BENCH_MAX_N:-4096}
+		[ "$1" = bench-smoke ] && reps=2 maxn=16
+		TS_APPEND="intel_iommu=on iommu.strict=$strict ts_params=bench=1:bench_reps=$reps:bench_max_n=$maxn"
 		TS_EXPECT_API=1 TS_SMP=1 ;;
 	*)
 		return 1 ;;

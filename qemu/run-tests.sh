@@ -6,22 +6,23 @@
 # caching-mode lazy; no IOMMU) and run the KTAP self-test in each; then the DKMS flow in a Debian
 # VM image (the main job's path). Sums everything into one line.
 #
-#   qemu/run-tests.sh [config...]   (default: intel intel-lazy intel-cm none dkms)
+#   qemu/run-tests.sh [config...]   (default: intel intel-lazy intel-cm none bench-smoke dkms)
 #
 # Environment: TWOSTEP_KVM=1 uses KVM when /dev/kvm works (default TCG);
 # TWOSTEP_CASES=a,b runs only those cases; TS_RESULTS sets the results dir.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/image.sh"
+. "$(dirname "$0")/bench-lib.sh"
 
-configs=${*:-$TS_CONFIGS_ALL dkms}
+configs=${*:-$TS_CONFIGS_ALL bench-smoke dkms}
 quick=() dkms=0
 for c in $configs; do
 	if [ "$c" = dkms ]; then
 		dkms=1
 	else
 		ts_config "$c" ||
-			ts_die "unknown configuration '$c' (have: $TS_CONFIGS_ALL dkms)"
+			ts_die "unknown configuration '$c' (have: $TS_CONFIGS_ALL bench-smoke dkms)"
 		quick+=("$c")
 	fi
 done
@@ -58,6 +59,12 @@ if [ ${#quick[@]} -gt 0 ]; then
 	for c in "${quick[@]}"; do
 		wait "${pid[$c]}" || true
 		report "$c" "$(cat "$TS_RESULTS/$c.rc" 2>/dev/null || echo 255)"
+		if [ "$c" = bench-smoke ]; then
+			out=$(ts_bench_smoke_checks "$c")
+			printf '%s\n' "$out" | sed '$d'
+			read -r p f <<<"$(printf '%s\n' "$out" | tail -n 1)"
+			passed=$((passed + p)) failed=$((failed + f))
+		fi
 	done
 fi
 
