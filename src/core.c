@@ -59,28 +59,32 @@ bool twostep_should_fail(enum twostep_fail what)
 	return atomic_read(c) && atomic_dec_and_test(c);
 }
 
-/* Called with twostep_ctxs_lock held. */
+/* Called with twostep_ctxs_lock held or under rcu_read_lock(). */
 static struct twostep_ctx *twostep_ctx_lookup(struct device *dev)
 {
 	struct twostep_ctx *ctx;
 
-	list_for_each_entry(ctx, &twostep_ctxs, node)
+	list_for_each_entry_rcu(ctx, &twostep_ctxs, node,
+				lockdep_is_held(&twostep_ctxs_lock))
 		if (ctx->dev == dev)
 			return ctx;
 	return NULL;
 }
 
-/* Look up the context of @dev; safe in any context. */
+/*
+ * Look up the context of @dev. The IOVA calls run under rcu_read_lock();
+ * attach, detach and stats run in process context, where a concurrent
+ * detach of the same device is the caller's bug.
+ */
 struct twostep_ctx *twostep_ctx_find(struct device *dev)
 {
 	struct twostep_ctx *ctx;
-	unsigned long flags;
 
 	if (!dev)
 		return NULL;
-	spin_lock_irqsave(&twostep_ctxs_lock, flags);
+	rcu_read_lock();
 	ctx = twostep_ctx_lookup(dev);
-	spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
+	rcu_read_unlock();
 	return ctx;
 }
 
@@ -89,15 +93,11 @@ void twostep_misuse(struct twostep_ctx *ctx, struct device *dev,
 		    const char *fmt, ...)
 {
 	struct va_format vaf;
-	unsigned long flags;
 	va_list args;
 
 	atomic_inc(&twostep_misuse_all);
-	if (ctx) {
-		spin_lock_irqsave(&ctx->lock, flags);
-		ctx->misuse++;
-		spin_unlock_irqrestore(&ctx->lock, flags);
-	}
+	if (ctx)
+		atomic_long_inc(&ctx->misuse);
 	va_start(args, fmt);
 	vaf.fmt = fmt;
 	vaf.va = &args;
@@ -211,8 +211,7 @@ int twostep_attach(struct device *dev, u64 hw_dma_limit)
 	ctx->limit_pfn = end == U64_MAX ? U64_MAX >> ctx->shift :
 			 ((end + 1) >> ctx->shift) - 1;
 	ctx->prot_extra = IOMMU_CACHE;
-	spin_lock_init(&ctx->lock);
-	ctx->allocs = RB_ROOT;
+	xa_init_flags(&ctx->allocs, XA_FLAGS_LOCK_IRQ);
 
 	ret = iova_cache_get();
 	if (ret)
@@ -233,7 +232,7 @@ int twostep_attach(struct device *dev, u64 hw_dma_limit)
 		ret = -EBUSY;
 		goto err_put_iovad;
 	}
-	list_add_tail(&ctx->node, &twostep_ctxs);
+	list_add_tail_rcu(&ctx->node, &twostep_ctxs);
 	atomic_inc(&twostep_live_contexts);
 	spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
 	dev_info(dev, "twostep: attached: window [%#llx, %#llx], granule %lu\n",
@@ -250,26 +249,14 @@ err_put_device:
 }
 EXPORT_SYMBOL_GPL(twostep_attach);
 
-/* Unlink and free every live range; the context is already unlisted. */
+/*
+ * Unlink and free every live range. The context is already unlisted and
+ * no lookup can still see it.
+ */
 static void twostep_ctx_destroy(struct twostep_ctx *ctx)
 {
-	struct iommu_iotlb_gather gather;
-	unsigned long left = 0, granules = 0;
-	struct twostep_alloc *a;
-	struct rb_node *rb;
-
-	iommu_iotlb_gather_init(&gather);
-	while ((rb = rb_first(&ctx->allocs))) {
-		a = rb_entry(rb, struct twostep_alloc, node);
-		rb_erase(rb, &ctx->allocs);
-		left++;
-		granules += bitmap_weight(a->linked, a->nr);
-		twostep_alloc_release(ctx, a, &gather);
-	}
-	if (left)
-		dev_warn_once(ctx->dev, "twostep: detach: %lu live allocation(s) with %lu linked granule(s) unmapped and freed\n",
-			      left, granules);
-
+	twostep_ctx_release_all(ctx);
+	xa_destroy(&ctx->allocs);
 	put_iova_domain(&ctx->iovad);
 	iova_cache_put();
 	atomic_dec(&twostep_live_contexts);
@@ -287,12 +274,13 @@ void twostep_detach(struct device *dev)
 	spin_lock_irqsave(&twostep_ctxs_lock, flags);
 	ctx = dev ? twostep_ctx_lookup(dev) : NULL;
 	if (ctx)
-		list_del(&ctx->node);
+		list_del_rcu(&ctx->node);
 	spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
 	if (!ctx) {
 		twostep_misuse(NULL, dev, "detach: device not attached");
 		return;
 	}
+	synchronize_rcu();
 	twostep_ctx_destroy(ctx);
 }
 EXPORT_SYMBOL_GPL(twostep_detach);
@@ -300,7 +288,6 @@ EXPORT_SYMBOL_GPL(twostep_detach);
 int twostep_get_stats(struct device *dev, struct twostep_stats *stats)
 {
 	struct twostep_ctx *ctx = twostep_ctx_find(dev);
-	unsigned long flags;
 
 	if (!stats)
 		return -EINVAL;
@@ -308,15 +295,12 @@ int twostep_get_stats(struct device *dev, struct twostep_stats *stats)
 	stats->misuse_all = atomic_read(&twostep_misuse_all);
 	if (!ctx)
 		return -ENODEV;
-	spin_lock_irqsave(&ctx->lock, flags);
 	stats->window_start = ctx->win_start;
 	stats->window_end = ctx->win_end;
 	stats->granule = 1UL << ctx->shift;
-	stats->live_allocs = ctx->live_allocs;
-	stats->linked_granules = ctx->linked_granules;
-	stats->misuse = ctx->misuse;
-	stats->misuse_all = atomic_read(&twostep_misuse_all);
-	spin_unlock_irqrestore(&ctx->lock, flags);
+	stats->live_allocs = atomic_long_read(&ctx->live_allocs);
+	stats->linked_granules = atomic_long_read(&ctx->linked_granules);
+	stats->misuse = atomic_long_read(&ctx->misuse);
 	return 0;
 }
 EXPORT_SYMBOL_GPL(twostep_get_stats);
@@ -337,10 +321,11 @@ static void __exit twostep_exit(void)
 		ctx = list_first_entry_or_null(&twostep_ctxs,
 					       struct twostep_ctx, node);
 		if (ctx)
-			list_del(&ctx->node);
+			list_del_rcu(&ctx->node);
 		spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
 		if (!ctx)
 			break;
+		synchronize_rcu();
 		dev_warn(ctx->dev, "twostep: unload with the device still attached: detaching\n");
 		twostep_ctx_destroy(ctx);
 	}

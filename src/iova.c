@@ -5,10 +5,17 @@
  * They let every call check its input against what really is mapped, and
  * let unlink, destroy and detach unmap exactly what was linked with one
  * gathered IOTLB flush.
+ *
+ * The hot path takes no lock: the device's context and the range are
+ * found under RCU (an RCU list and an xarray), and links claim their
+ * granules with atomic word operations on the bitmap, so concurrent calls
+ * on different states of one device, or from interrupt context, never
+ * wait for each other.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/bitmap.h>
+#include <linux/bitops.h>
 #include <linux/dma-mapping.h>
 #include <linux/overflow.h>
 #include <linux/slab.h>
@@ -21,43 +28,65 @@ static inline unsigned long twostep_granule(struct twostep_ctx *ctx)
 	return 1UL << ctx->shift;
 }
 
-/* Called with ctx->lock held. */
-static struct twostep_alloc *twostep_alloc_lookup(struct twostep_ctx *ctx,
-				const struct twostep_iova_state *state)
+/*
+ * xarray index of the range starting at granule @pfn: counted down from
+ * the top of the window, where the allocator hands out ranges first, so
+ * the tree stays shallow.
+ */
+static inline unsigned long twostep_index(struct twostep_ctx *ctx,
+					  unsigned long pfn)
 {
-	dma_addr_t base = state->addr & ~(dma_addr_t)(twostep_granule(ctx) - 1);
-	struct rb_node *rb = ctx->allocs.rb_node;
-	struct twostep_alloc *a;
-
-	while (rb) {
-		a = rb_entry(rb, struct twostep_alloc, node);
-		if (base < a->base) {
-			rb = rb->rb_left;
-		} else if (base > a->base) {
-			rb = rb->rb_right;
-		} else {
-			if (a->addr == state->addr && a->size == state->__size)
-				return a;
-			return NULL;
-		}
-	}
-	return NULL;
+	return ctx->limit_pfn - pfn;
 }
 
-/* Called with ctx->lock held. */
-static void twostep_alloc_insert(struct twostep_ctx *ctx,
-				 struct twostep_alloc *new)
+/*
+ * Atomically set bits [start, start + count) unless one of them is set
+ * already; then leave the bitmap as it was and return false.
+ */
+static bool twostep_bits_claim(unsigned long *map, unsigned long start,
+			       unsigned long count)
 {
-	struct rb_node **link = &ctx->allocs.rb_node, *parent = NULL;
-	struct twostep_alloc *a;
+	unsigned long end = start + count, i = start, old, mask;
 
-	while (*link) {
-		parent = *link;
-		a = rb_entry(parent, struct twostep_alloc, node);
-		link = new->base < a->base ? &parent->rb_left : &parent->rb_right;
+	while (i < end) {
+		unsigned long word = BIT_WORD(i);
+		unsigned long last = min(end, (word + 1) * BITS_PER_LONG);
+
+		mask = BITMAP_FIRST_WORD_MASK(i) & BITMAP_LAST_WORD_MASK(last);
+		old = atomic_long_fetch_or(mask, (atomic_long_t *)&map[word]);
+		if (old & mask) {
+			/* undo what this call set, in this word and before */
+			atomic_long_andnot(mask & ~old,
+					   (atomic_long_t *)&map[word]);
+			while (word-- > BIT_WORD(start)) {
+				unsigned long first = max(start,
+							  word * BITS_PER_LONG);
+
+				atomic_long_andnot(BITMAP_FIRST_WORD_MASK(first),
+						   (atomic_long_t *)&map[word]);
+			}
+			return false;
+		}
+		i = last;
 	}
-	rb_link_node(&new->node, parent, link);
-	rb_insert_color(&new->node, &ctx->allocs);
+	return true;
+}
+
+/* Atomically clear bits [start, start + count), a word at a time. */
+static void twostep_bits_clear(unsigned long *map, unsigned long start,
+			       unsigned long count)
+{
+	unsigned long end = start + count, i = start;
+
+	while (i < end) {
+		unsigned long word = BIT_WORD(i);
+		unsigned long last = min(end, (word + 1) * BITS_PER_LONG);
+
+		atomic_long_andnot(BITMAP_FIRST_WORD_MASK(i) &
+				   BITMAP_LAST_WORD_MASK(last),
+				   (atomic_long_t *)&map[word]);
+		i = last;
+	}
 }
 
 static int twostep_prot(struct twostep_ctx *ctx, enum dma_data_direction dir,
@@ -79,10 +108,7 @@ static int twostep_prot(struct twostep_ctx *ctx, enum dma_data_direction dir,
 	}
 }
 
-/*
- * Translate [offset, offset + size) of an allocation into granules.
- * Called with ctx->lock held.
- */
+/* Translate [offset, offset + size) of an allocation into granules. */
 static int twostep_granules(struct twostep_ctx *ctx, struct twostep_alloc *a,
 			    size_t offset, size_t size, unsigned long *first,
 			    unsigned long *count, const char **why)
@@ -108,15 +134,16 @@ static int twostep_granules(struct twostep_ctx *ctx, struct twostep_alloc *a,
 }
 
 /*
- * Resolve @dev and @state. On success returns 0 with ctx->lock held and
- * *@ap set; on failure returns the errno with the lock released.
+ * Resolve @dev and @state into a context and a live allocation. Called
+ * under rcu_read_lock(); the results stay valid until rcu_read_unlock().
  */
 static int twostep_resolve(struct device *dev,
 			   const struct twostep_iova_state *state,
 			   struct twostep_ctx **ctxp, struct twostep_alloc **ap,
-			   unsigned long *flags, const char **why)
+			   const char **why)
 {
-	struct twostep_ctx *ctx = twostep_ctx_find(dev);
+	struct twostep_ctx *ctx = dev ? twostep_ctx_find(dev) : NULL;
+	struct twostep_alloc *a;
 
 	*ctxp = ctx;
 	if (!ctx) {
@@ -127,13 +154,17 @@ static int twostep_resolve(struct device *dev,
 		*why = "state holds no allocation";
 		return -ENOENT;
 	}
-	spin_lock_irqsave(&ctx->lock, *flags);
-	*ap = twostep_alloc_lookup(ctx, state);
-	if (!*ap) {
-		spin_unlock_irqrestore(&ctx->lock, *flags);
+	if (state->addr < ctx->win_start || state->addr > ctx->win_end) {
 		*why = "state does not match a live allocation";
 		return -ENOENT;
 	}
+	a = xa_load(&ctx->allocs,
+		    twostep_index(ctx, state->addr >> ctx->shift));
+	if (!a || a->addr != state->addr || a->size != state->__size) {
+		*why = "state does not match a live allocation";
+		return -ENOENT;
+	}
+	*ap = a;
 	return 0;
 }
 
@@ -150,17 +181,18 @@ static int twostep_map(struct twostep_ctx *ctx, unsigned long iova,
 		       phys_addr_t paddr, size_t size, int prot)
 {
 	const struct iommu_domain_ops *ops = ctx->domain->ops;
+	atomic_t *fail = &twostep_fail_countdown[TWOSTEP_FAIL_MAP];
 	struct iommu_iotlb_gather gather;
 	size_t done = 0;
 	int ret = 0;
 
-	if (!ops->map_pages && !atomic_read(&twostep_fail_countdown[TWOSTEP_FAIL_MAP]))
+	if (!ops->map_pages && !atomic_read(fail))
 		return twostep_compat_map_atomic(ctx->domain, iova, paddr,
 						 size, prot);
 	while (done < size) {
 		size_t count = (size - done) >> ctx->shift, mapped = 0;
 
-		if (unlikely(atomic_read(&twostep_fail_countdown[TWOSTEP_FAIL_MAP]))) {
+		if (unlikely(atomic_read(fail))) {
 			/* fault injection: one granule at a time */
 			if (twostep_should_fail(TWOSTEP_FAIL_MAP)) {
 				ret = -ENOMEM;
@@ -220,18 +252,40 @@ static void twostep_unmap_linked(struct twostep_ctx *ctx,
 }
 
 /*
- * Unmap everything @a still has into @gather, sync, and return its IOVA.
- * @a must already be out of ctx->allocs.
+ * Unmap everything @a still has with one flush, return its IOVA and free
+ * it once no lookup can see it any more. @a is already out of the xarray.
  */
-void twostep_alloc_release(struct twostep_ctx *ctx, struct twostep_alloc *a,
-			   struct iommu_iotlb_gather *gather)
+static void twostep_alloc_release(struct twostep_ctx *ctx,
+				  struct twostep_alloc *a)
 {
-	twostep_unmap_linked(ctx, a, gather);
+	struct iommu_iotlb_gather gather;
+
+	iommu_iotlb_gather_init(&gather);
+	twostep_unmap_linked(ctx, a, &gather);
 	/* No stale IOTLB entry may outlive the IOVA's return to the pool. */
-	twostep_gather_sync(ctx, gather);
+	twostep_gather_sync(ctx, &gather);
 	__free_iova(&ctx->iovad, a->iova);
 	atomic_dec(&twostep_live_allocs);
-	kfree(a);
+	kfree_rcu(a, rcu);
+}
+
+/* Detach: release every range left; reports them once. */
+void twostep_ctx_release_all(struct twostep_ctx *ctx)
+{
+	unsigned long left = 0, granules = 0, index;
+	struct twostep_alloc *a;
+
+	xa_for_each(&ctx->allocs, index, a) {
+		xa_erase_irq(&ctx->allocs, index);
+		left++;
+		granules += bitmap_weight(a->linked, a->nr);
+		twostep_alloc_release(ctx, a);
+	}
+	atomic_long_set(&ctx->live_allocs, 0);
+	atomic_long_set(&ctx->linked_granules, 0);
+	if (left)
+		dev_warn_once(ctx->dev, "twostep: detach: %lu live allocation(s) with %lu linked granule(s) unmapped and freed\n",
+			      left, granules);
 }
 
 bool twostep_iova_try_alloc(struct device *dev,
@@ -244,6 +298,7 @@ bool twostep_iova_try_alloc(struct device *dev,
 	size_t bitmap_bytes;
 	struct iova *iova;
 	u64 pad, window;
+	void *old;
 
 	if (!state)
 		return false;
@@ -275,10 +330,8 @@ bool twostep_iova_try_alloc(struct device *dev,
 		return false;
 	iova = twostep_should_fail(TWOSTEP_FAIL_IOVA) ? NULL :
 	       alloc_iova(&ctx->iovad, nr, ctx->limit_pfn, false);
-	if (!iova) {
-		kfree(a);
-		return false;
-	}
+	if (!iova)
+		goto err_free_alloc;
 	a->iova = iova;
 	a->nr = nr;
 	a->base = (dma_addr_t)iova->pfn_lo << ctx->shift;
@@ -287,15 +340,24 @@ bool twostep_iova_try_alloc(struct device *dev,
 	a->linked = (unsigned long *)(a + 1);
 	a->head = a->linked + BITS_TO_LONGS(nr);
 
-	spin_lock_irqsave(&ctx->lock, flags);
-	twostep_alloc_insert(ctx, a);
-	ctx->live_allocs++;
+	xa_lock_irqsave(&ctx->allocs, flags);
+	old = __xa_store(&ctx->allocs, twostep_index(ctx, iova->pfn_lo), a,
+			 GFP_ATOMIC);
+	xa_unlock_irqrestore(&ctx->allocs, flags);
+	if (xa_is_err(old))
+		goto err_free_iova;
+	atomic_long_inc(&ctx->live_allocs);
 	atomic_inc(&twostep_live_allocs);
-	spin_unlock_irqrestore(&ctx->lock, flags);
 
 	state->addr = a->addr;
 	state->__size = size;
 	return true;
+
+err_free_iova:
+	__free_iova(&ctx->iovad, iova);
+err_free_alloc:
+	kfree(a);
+	return false;
 }
 EXPORT_SYMBOL_GPL(twostep_iova_try_alloc);
 
@@ -303,21 +365,22 @@ int twostep_iova_link(struct device *dev, struct twostep_iova_state *state,
 		      phys_addr_t phys, size_t offset, size_t size,
 		      enum dma_data_direction dir, unsigned long attrs)
 {
-	unsigned long first, count, flags, mask;
+	unsigned long first, count, mask;
 	const char *why = NULL;
 	struct twostep_ctx *ctx;
 	struct twostep_alloc *a;
 	dma_addr_t iova;
 	int prot, ret;
 
-	ret = twostep_resolve(dev, state, &ctx, &a, &flags, &why);
+	rcu_read_lock();
+	ret = twostep_resolve(dev, state, &ctx, &a, &why);
 	if (ret)
 		goto refused;
 	mask = twostep_granule(ctx) - 1;
 	prot = twostep_prot(ctx, dir, attrs);
 	ret = twostep_granules(ctx, a, offset, size, &first, &count, &why);
 	if (ret)
-		goto refused_locked;
+		goto refused;
 	iova = a->addr + offset;
 	if (prot < 0) {
 		why = "bad DMA direction";
@@ -328,35 +391,30 @@ int twostep_iova_link(struct device *dev, struct twostep_iova_state *state,
 	} else if ((phys & mask) != (iova & mask)) {
 		why = "phys offset inside the granule differs from the IOVA's";
 		ret = -EINVAL;
-	} else if (find_next_bit(a->linked, first + count, first) <
-		   first + count) {
+	} else if (!twostep_bits_claim(a->linked, first, count)) {
 		why = "range is already linked";
 		ret = -EBUSY;
 	}
 	if (ret)
-		goto refused_locked;
-	bitmap_set(a->linked, first, count);
-	__set_bit(first, a->head);
-	ctx->linked_granules += count;
-	iova = a->base + ((dma_addr_t)first << ctx->shift);
-	spin_unlock_irqrestore(&ctx->lock, flags);
+		goto refused;
+	set_bit(first, a->head);
+	atomic_long_add(count, &ctx->linked_granules);
 
-	ret = twostep_map(ctx, iova, phys & ~(phys_addr_t)mask,
-			  (size_t)count << ctx->shift, prot);
+	ret = twostep_map(ctx, a->base + ((dma_addr_t)first << ctx->shift),
+			  phys & ~(phys_addr_t)mask, (size_t)count << ctx->shift,
+			  prot);
 	if (ret) {
-		spin_lock_irqsave(&ctx->lock, flags);
-		bitmap_clear(a->linked, first, count);
-		__clear_bit(first, a->head);
-		ctx->linked_granules -= count;
-		spin_unlock_irqrestore(&ctx->lock, flags);
+		clear_bit(first, a->head);
+		twostep_bits_clear(a->linked, first, count);
+		atomic_long_sub(count, &ctx->linked_granules);
 		dev_err_ratelimited(dev, "twostep: link: IOMMU map failed: %d\n",
 				    ret);
 	}
+	rcu_read_unlock();
 	return ret;
 
-refused_locked:
-	spin_unlock_irqrestore(&ctx->lock, flags);
 refused:
+	rcu_read_unlock();
 	twostep_misuse(ctx, dev, "link: %s (%d)", why, ret);
 	return ret;
 }
@@ -365,32 +423,30 @@ EXPORT_SYMBOL_GPL(twostep_iova_link);
 int twostep_iova_sync(struct device *dev, struct twostep_iova_state *state,
 		      size_t offset, size_t size)
 {
-	unsigned long first, count, flags;
 	const struct iommu_domain_ops *ops;
+	unsigned long first, count;
 	const char *why = NULL;
 	struct twostep_ctx *ctx;
 	struct twostep_alloc *a;
-	dma_addr_t iova;
 	int ret;
 
-	ret = twostep_resolve(dev, state, &ctx, &a, &flags, &why);
-	if (ret)
-		goto refused;
-	ret = twostep_granules(ctx, a, offset, size, &first, &count, &why);
-	iova = a->base + ((dma_addr_t)first << ctx->shift);
-	spin_unlock_irqrestore(&ctx->lock, flags);
-	if (ret)
-		goto refused;
-
+	rcu_read_lock();
+	ret = twostep_resolve(dev, state, &ctx, &a, &why);
+	if (!ret)
+		ret = twostep_granules(ctx, a, offset, size, &first, &count,
+				       &why);
+	if (ret) {
+		rcu_read_unlock();
+		twostep_misuse(ctx, dev, "sync: %s (%d)", why, ret);
+		return ret;
+	}
 	ops = ctx->domain->ops;
 	if (ops->map_pages && ops->iotlb_sync_map)
-		ops->iotlb_sync_map(ctx->domain, iova,
+		ops->iotlb_sync_map(ctx->domain,
+				    a->base + ((dma_addr_t)first << ctx->shift),
 				    (size_t)count << ctx->shift);
+	rcu_read_unlock();
 	return 0;
-
-refused:
-	twostep_misuse(ctx, dev, "sync: %s (%d)", why, ret);
-	return ret;
 }
 EXPORT_SYMBOL_GPL(twostep_iova_sync);
 
@@ -398,7 +454,7 @@ void twostep_iova_unlink(struct device *dev, struct twostep_iova_state *state,
 			 size_t offset, size_t size,
 			 enum dma_data_direction dir, unsigned long attrs)
 {
-	unsigned long first, count, end, flags, mask;
+	unsigned long first, count, end, mask;
 	struct iommu_iotlb_gather gather;
 	const char *why = NULL;
 	struct twostep_ctx *ctx;
@@ -407,13 +463,14 @@ void twostep_iova_unlink(struct device *dev, struct twostep_iova_state *state,
 	size_t len;
 	int ret;
 
-	ret = twostep_resolve(dev, state, &ctx, &a, &flags, &why);
+	rcu_read_lock();
+	ret = twostep_resolve(dev, state, &ctx, &a, &why);
 	if (ret)
 		goto refused;
 	mask = twostep_granule(ctx) - 1;
 	ret = twostep_granules(ctx, a, offset, size, &first, &count, &why);
 	if (ret)
-		goto refused_locked;
+		goto refused;
 	end = first + count;
 	if (!valid_dma_direction(dir)) {
 		why = "bad DMA direction";
@@ -431,54 +488,58 @@ void twostep_iova_unlink(struct device *dev, struct twostep_iova_state *state,
 		ret = -EINVAL;
 	}
 	if (ret)
-		goto refused_locked;
-	bitmap_clear(a->linked, first, count);
-	bitmap_clear(a->head, first, count);
-	ctx->linked_granules -= count;
-	iova = a->base + ((dma_addr_t)first << ctx->shift);
-	spin_unlock_irqrestore(&ctx->lock, flags);
+		goto refused;
 
+	iova = a->base + ((dma_addr_t)first << ctx->shift);
 	len = (size_t)count << ctx->shift;
 	iommu_iotlb_gather_init(&gather);
 	WARN_ONCE(iommu_unmap_fast(ctx->domain, iova, len, &gather) != len,
 		  "twostep: unlink unmapped less than %zu bytes\n", len);
 	twostep_gather_sync(ctx, &gather);
+	/* only now may the granules be linked again */
+	twostep_bits_clear(a->head, first, count);
+	twostep_bits_clear(a->linked, first, count);
+	atomic_long_sub(count, &ctx->linked_granules);
+	rcu_read_unlock();
 	return;
 
-refused_locked:
-	spin_unlock_irqrestore(&ctx->lock, flags);
 refused:
+	rcu_read_unlock();
 	twostep_misuse(ctx, dev, "unlink: %s (%d)", why, ret);
 }
 EXPORT_SYMBOL_GPL(twostep_iova_unlink);
 
 /*
- * Take @a out of the context and release it. Called with ctx->lock held;
- * returns with it released. @keep_first granules from the start may be
- * linked without a complaint.
+ * Take @a out of the context and release it. @keep_first granules from the
+ * start may be linked without a complaint. Called under rcu_read_lock().
  */
 static void twostep_alloc_finish(struct device *dev, struct twostep_ctx *ctx,
-				 struct twostep_alloc *a, unsigned long flags,
+				 struct twostep_alloc *a,
 				 unsigned long keep_first, const char *call)
 {
-	struct iommu_iotlb_gather gather;
-	unsigned long linked, extra;
+	unsigned long linked, extra, flags;
+	void *old;
 
+	xa_lock_irqsave(&ctx->allocs, flags);
+	old = __xa_cmpxchg(&ctx->allocs, twostep_index(ctx, a->iova->pfn_lo),
+			   a, NULL, 0);
+	xa_unlock_irqrestore(&ctx->allocs, flags);
+	if (old != a) {
+		/* a racing destroy or free of the same state won */
+		twostep_misuse(ctx, dev, "%s: allocation already gone", call);
+		return;
+	}
 	linked = bitmap_weight(a->linked, a->nr);
 	extra = linked;
 	if (keep_first)
 		extra -= bitmap_weight(a->linked, min(keep_first, a->nr));
-	rb_erase(&a->node, &ctx->allocs);
-	ctx->live_allocs--;
-	ctx->linked_granules -= linked;
-	spin_unlock_irqrestore(&ctx->lock, flags);
-
+	atomic_long_dec(&ctx->live_allocs);
+	atomic_long_sub(linked, &ctx->linked_granules);
 	if (extra)
 		twostep_misuse(ctx, dev,
 			       "%s: %lu granule(s) still linked, unmapping them",
 			       call, extra);
-	iommu_iotlb_gather_init(&gather);
-	twostep_alloc_release(ctx, a, &gather);
+	twostep_alloc_release(ctx, a);
 }
 
 void twostep_iova_free(struct device *dev, struct twostep_iova_state *state)
@@ -486,15 +547,17 @@ void twostep_iova_free(struct device *dev, struct twostep_iova_state *state)
 	const char *why = NULL;
 	struct twostep_ctx *ctx;
 	struct twostep_alloc *a;
-	unsigned long flags;
 	int ret;
 
-	ret = twostep_resolve(dev, state, &ctx, &a, &flags, &why);
+	rcu_read_lock();
+	ret = twostep_resolve(dev, state, &ctx, &a, &why);
 	if (ret) {
+		rcu_read_unlock();
 		twostep_misuse(ctx, dev, "free: %s (%d)", why, ret);
 		return;
 	}
-	twostep_alloc_finish(dev, ctx, a, flags, 0, "free");
+	twostep_alloc_finish(dev, ctx, a, 0, "free");
+	rcu_read_unlock();
 	memset(state, 0, sizeof(*state));
 }
 EXPORT_SYMBOL_GPL(twostep_iova_free);
@@ -503,33 +566,30 @@ void twostep_iova_destroy(struct device *dev, struct twostep_iova_state *state,
 			  size_t mapped_len, enum dma_data_direction dir,
 			  unsigned long attrs)
 {
-	unsigned long flags, keep = 0;
 	const char *why = NULL;
 	struct twostep_ctx *ctx;
 	struct twostep_alloc *a;
+	unsigned long keep = 0;
 	int ret;
 
-	ret = twostep_resolve(dev, state, &ctx, &a, &flags, &why);
-	if (ret)
-		goto refused;
-	if (mapped_len > a->size) {
+	rcu_read_lock();
+	ret = twostep_resolve(dev, state, &ctx, &a, &why);
+	if (!ret && mapped_len > a->size) {
 		why = "mapped_len is past the allocation";
 		ret = -ERANGE;
-	} else if (!valid_dma_direction(dir)) {
+	} else if (!ret && !valid_dma_direction(dir)) {
 		why = "bad DMA direction";
 		ret = -EINVAL;
 	}
 	if (ret) {
-		spin_unlock_irqrestore(&ctx->lock, flags);
-		goto refused;
+		rcu_read_unlock();
+		twostep_misuse(ctx, dev, "destroy: %s (%d)", why, ret);
+		return;
 	}
 	if (mapped_len)
 		keep = ((a->addr - a->base + mapped_len - 1) >> ctx->shift) + 1;
-	twostep_alloc_finish(dev, ctx, a, flags, keep, "destroy");
+	twostep_alloc_finish(dev, ctx, a, keep, "destroy");
+	rcu_read_unlock();
 	memset(state, 0, sizeof(*state));
-	return;
-
-refused:
-	twostep_misuse(ctx, dev, "destroy: %s (%d)", why, ret);
 }
 EXPORT_SYMBOL_GPL(twostep_iova_destroy);

@@ -10,14 +10,15 @@
 #include <linux/iommu.h>
 #include <linux/iova.h>
 #include <linux/list.h>
-#include <linux/rbtree.h>
+#include <linux/rcupdate.h>
 #include <linux/spinlock.h>
+#include <linux/xarray.h>
 
 #include "twostep.h"
 
 /**
  * struct twostep_ctx - one attached device
- * @node: entry in the global context list
+ * @node: entry in the global context list (RCU)
  * @dev: the device (a reference is held)
  * @domain: the device's own IOMMU domain
  * @iovad: private IOVA allocator covering only the window
@@ -26,8 +27,9 @@
  * @win_end: last address of the window (inclusive)
  * @limit_pfn: last granule alloc_iova() may hand out (inclusive)
  * @prot_extra: IOMMU_* flags added to every mapping (cache coherency)
- * @lock: protects @allocs and the counters below
- * @allocs: live allocations, keyed by base address
+ * @allocs: live allocations indexed by @limit_pfn minus their base granule;
+ *          looked up under RCU,
+ *          changed under its own lock with interrupts off
  * @live_allocs: number of entries in @allocs
  * @linked_granules: granules mapped through this context
  * @misuse: refused calls
@@ -42,26 +44,25 @@ struct twostep_ctx {
 	dma_addr_t win_end;
 	unsigned long limit_pfn;
 	int prot_extra;
-	spinlock_t lock;
-	struct rb_root allocs;
-	unsigned long live_allocs;
-	unsigned long linked_granules;
-	unsigned long misuse;
+	struct xarray allocs;
+	atomic_long_t live_allocs;
+	atomic_long_t linked_granules;
+	atomic_long_t misuse;
 };
 
 /**
  * struct twostep_alloc - one live IOVA range
- * @node: entry in &twostep_ctx.allocs
+ * @rcu: frees it after lookups that may still see it are done
  * @iova: the range in the private allocator
  * @base: granule-aligned first address of the range
  * @addr: address handed to the caller (@base plus the phys offset)
  * @size: size the caller asked for
  * @nr: number of granules in the range
- * @linked: one bit per granule: mapped
- * @head: one bit per granule: a link starts here
+ * @linked: one bit per granule: mapped (changed with atomic word ops)
+ * @head: one bit per granule: a link starts here (atomic word ops)
  */
 struct twostep_alloc {
-	struct rb_node node;
+	struct rcu_head rcu;
 	struct iova *iova;
 	dma_addr_t base;
 	dma_addr_t addr;
@@ -75,12 +76,10 @@ extern atomic_t twostep_live_allocs;
 extern atomic_t twostep_fail_countdown[2];
 
 struct twostep_ctx *twostep_ctx_find(struct device *dev);
+void twostep_ctx_release_all(struct twostep_ctx *ctx);
 bool twostep_should_fail(enum twostep_fail what);
 void twostep_misuse(struct twostep_ctx *ctx, struct device *dev,
 		    const char *fmt, ...) __printf(3, 4);
 
-/* iova.c */
-void twostep_alloc_release(struct twostep_ctx *ctx, struct twostep_alloc *a,
-			   struct iommu_iotlb_gather *gather);
 
 #endif /* _TWOSTEP_INTERNAL_H */
