@@ -22,6 +22,7 @@
 #ifndef _TWOSTEP_H
 #define _TWOSTEP_H
 
+#include <linux/bits.h>
 #include <linux/types.h>
 #include <linux/dma-direction.h>
 
@@ -42,7 +43,7 @@ struct twostep_iova_state {
 };
 
 /* Sizes with this bit set are refused, as upstream reserves it. */
-#define TWOSTEP_IOVA_SIZE_RESERVED	(1ULL << 63)
+#define TWOSTEP_IOVA_SIZE_RESERVED	BIT_ULL(63)
 
 /**
  * twostep_use_iova - does this state hold a two-step IOVA range?

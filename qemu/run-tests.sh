@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# The test suite: install what is missing, build both modules against
-# Debian's kernel headers, boot Debian's matching kernel in QEMU once per
+# The test suite: install what is missing; static analysis of the sources
+# (W=1, sparse, checkpatch --strict, kernel-doc); build both modules against
+# Debian's kernel headers and boot Debian's matching kernel in QEMU once per
 # configuration (Intel vIOMMU strict with load/unload rounds, lazy, and
-# caching-mode lazy; no IOMMU) and run the KTAP self-test in each; then the DKMS flow in a Debian
-# VM image (the main job's path). Sums everything into one line.
+# caching-mode; no IOMMU; a small benchmark run) with the KTAP self-test in
+# each; then the DKMS flow in a Debian VM image (the main job's path).
+# Sums everything into one line.
 #
-#   qemu/run-tests.sh [config...]   (default: intel intel-lazy intel-cm none bench-smoke dkms)
+#   qemu/run-tests.sh [config...]
+#     (default: static intel intel-lazy intel-cm none bench-smoke dkms)
 #
 # Environment: TWOSTEP_KVM=1 uses KVM when /dev/kvm works (default TCG);
 # TWOSTEP_CASES=a,b runs only those cases; TS_RESULTS sets the results dir.
@@ -14,15 +17,18 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/image.sh"
 . "$(dirname "$0")/bench-lib.sh"
+. "$(dirname "$0")/static.sh"
 
-configs=${*:-$TS_CONFIGS_ALL bench-smoke dkms}
-quick=() dkms=0
+configs=${*:-static $TS_CONFIGS_ALL bench-smoke dkms}
+quick=() dkms=0 static=0
 for c in $configs; do
 	if [ "$c" = dkms ]; then
 		dkms=1
+	elif [ "$c" = static ]; then
+		static=1
 	else
 		ts_config "$c" ||
-			ts_die "unknown configuration '$c' (have: $TS_CONFIGS_ALL bench-smoke dkms)"
+			ts_die "unknown configuration '$c' (have: static $TS_CONFIGS_ALL bench-smoke dkms)"
 		quick+=("$c")
 	fi
 done
@@ -42,6 +48,14 @@ report() {
 	echo "   $cfg: $p passed, $f failed, $s skipped"
 	passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
 }
+
+if [ "$static" = 1 ]; then
+	echo "== static analysis (W=1, sparse, checkpatch --strict, kernel-doc; log: $TS_RESULTS/static.log)"
+	out=$(ts_static_checks)
+	printf '%s\n' "$out" | sed '$d'
+	read -r p f <<<"$(printf '%s\n' "$out" | tail -n 1)"
+	passed=$((passed + p)) failed=$((failed + f))
+fi
 
 if [ ${#quick[@]} -gt 0 ]; then
 	ts_build_modules

@@ -215,15 +215,21 @@ static void bm_figures(u64 *v, unsigned int reps, unsigned int n,
 	out[2] = div_u64(v[reps - 1] * 10, n);
 }
 
-#define BM_FIX(x) div_u64(x, 10), do_div_rem10(x)
+#define BM_LINE_FMT \
+	"# bench method=%s n=%u reps=%u map_ns_page=%s map_min=%s map_max=%s unmap_ns_page=%s unmap_min=%s unmap_max=%s"
 
-static unsigned int do_div_rem10(u64 x)
+/* "123.4" from a value in tenths. */
+static const char *bm_fix(char *buf, u64 tenths)
 {
-	return do_div(x, 10);
+	u32 rem = do_div(tenths, 10);
+
+	snprintf(buf, 24, "%llu.%u", tenths, rem);
+	return buf;
 }
 
 static void bm_report(struct bm *b, unsigned int nsizes)
 {
+	char f[6][24];
 	unsigned int m, si;
 	u64 mf[3], uf[3];
 
@@ -232,10 +238,10 @@ static void bm_report(struct bm *b, unsigned int nsizes)
 			bm_figures(b->map_ns[m][si], b->reps, bm_sizes[si], mf);
 			bm_figures(b->unmap_ns[m][si], b->reps, bm_sizes[si],
 				   uf);
-			ktap_line("# bench method=%s n=%u reps=%u map_ns_page=%llu.%u map_min=%llu.%u map_max=%llu.%u unmap_ns_page=%llu.%u unmap_min=%llu.%u unmap_max=%llu.%u",
-				  bm_names[m], bm_sizes[si], b->reps,
-				  BM_FIX(mf[0]), BM_FIX(mf[1]), BM_FIX(mf[2]),
-				  BM_FIX(uf[0]), BM_FIX(uf[1]), BM_FIX(uf[2]));
+			ktap_line(BM_LINE_FMT, bm_names[m], bm_sizes[si], b->reps,
+				  bm_fix(f[0], mf[0]), bm_fix(f[1], mf[1]),
+				  bm_fix(f[2], mf[2]), bm_fix(f[3], uf[0]),
+				  bm_fix(f[4], uf[1]), bm_fix(f[5], uf[2]));
 		}
 	}
 }
@@ -304,4 +310,5 @@ out:
 const struct ts_case ts_bench_cases[] = {
 	{ "bench", case_bench, true },
 };
+
 const unsigned int ts_bench_ncases = ARRAY_SIZE(ts_bench_cases);

@@ -16,7 +16,6 @@
 
 #include "helpers.h"
 
-
 /* ---- cases ---- */
 
 static int case_edu_identity(struct ts *t)
@@ -209,7 +208,8 @@ static int case_try_alloc_refuse(struct ts *t)
 	/* One granule more than the whole window. */
 	memset(&st, 0xab, sizeof(st));
 	TS_EXPECT(t, !twostep_iova_try_alloc(t->dev, &st, 0,
-			s0.window_end - s0.window_start + 1 + PAGE_SIZE),
+					     s0.window_end - s0.window_start +
+					     1 + PAGE_SIZE),
 		  "larger than the window");
 	TS_EXPECT(t, !st.addr && !st.__size, "state not zeroed");
 	/* A real device that is not attached, and no device at all. */
@@ -810,9 +810,10 @@ static int case_bad_input(struct ts *t)
 	ts_stats(t, &s0);
 
 #define BAD_LINK(want, off, size, dir) do {				\
+	int __want = (want);						\
 	ret = twostep_iova_link(t->dev, &st, phys, off, size, dir, 0);	\
-	TS_EXPECT(t, ret == (want), "link(%s, %s): %d, expected %d",	\
-		  #off, #size, ret, want);				\
+	TS_EXPECT(t, ret == __want, "link(%s, %s): %d, expected %d",	\
+		  #off, #size, ret, __want);				\
 } while (0)
 
 	BAD_LINK(-ERANGE, 4 * PAGE_SIZE, PAGE_SIZE, DMA_TO_DEVICE);

@@ -87,7 +87,7 @@ int edu_dma(struct edu_dev *edu, dma_addr_t ram, u32 dev_off, u32 len,
 	writeq(EDU_DMA_START | EDU_DMA_IRQ | (to_ram ? EDU_DMA_TO_RAM : 0),
 	       edu->regs + EDU_REG_DMA_CMD);
 	left = wait_for_completion_timeout(&edu->done,
-				msecs_to_jiffies(EDU_DMA_TIMEOUT_MS));
+					   msecs_to_jiffies(EDU_DMA_TIMEOUT_MS));
 	if (!left) {
 		edu->dead = true;
 		dev_err(&edu->pdev->dev, "DMA timed out, device disabled\n");

@@ -54,7 +54,7 @@ struct edu_dev {
 	struct pci_dev *pdev;
 	void __iomem *regs;
 	int irq;
-	struct mutex lock;
+	struct mutex lock;	/* one DMA at a time */
 	struct completion done;
 	u64 ram_limit;
 	bool dead;

@@ -229,7 +229,6 @@ bool ts_nothing_moved(const u8 *buf, u32 len)
 	return true;
 }
 
-
 int ts_map_setup(struct ts *t, struct ts_map *m, unsigned int n,
 		 enum dma_data_direction dir, u32 seed)
 {

@@ -1102,4 +1102,5 @@ const struct ts_case ts_robust_cases[] = {
 	{ "concurrency", case_concurrency, true },
 	{ "fault_injection", case_fault_injection, true },
 };
+
 const unsigned int ts_robust_ncases = ARRAY_SIZE(ts_robust_cases);

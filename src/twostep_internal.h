@@ -81,5 +81,4 @@ bool twostep_should_fail(enum twostep_fail what);
 void twostep_misuse(struct twostep_ctx *ctx, struct device *dev,
 		    const char *fmt, ...) __printf(3, 4);
 
-
 #endif /* _TWOSTEP_INTERNAL_H */

@@ -1,0 +1,83 @@
+# SPDX-License-Identifier: GPL-2.0
+# shellcheck shell=bash
+# Static-analysis gates of the test suite, on the kernel the modules are
+# built for: a W=1 build with no warnings, sparse (C=2) silent,
+# checkpatch.pl --strict clean on every source file (taken from Debian's
+# linux-source package into the cache), kernel-doc silent on the public
+# header. Sourced after lib.sh; prints check lines and "passed failed".
+
+TS_SOURCES="include/*.h src/*.c src/*.h selftest/*.c selftest/*.h"
+
+# checkpatch.pl of the kernel series being built for, from linux-source.
+ts_checkpatch() {
+	local series dir deb tmp
+	series=$(echo "$TS_KREL" | sed -n 's/^\([0-9]*\.[0-9]*\)\..*/\1/p')
+	dir=$TS_CACHE/checkpatch-$series
+	if [ ! -x "$dir/checkpatch.pl" ]; then
+		tmp=$(mktemp -d)
+		ts_log "fetching checkpatch.pl from Debian's linux-source-$series"
+		(cd "$tmp" && apt-get download -qq "linux-source-$series" >&2) ||
+			{ rm -rf "$tmp"; return 1; }
+		deb=$(ls "$tmp"/linux-source-*.deb)
+		dpkg-deb --fsys-tarfile "$deb" |
+			tar -x -C "$tmp" --wildcards './usr/src/linux-source-*.tar.xz'
+		mkdir -p "$dir"
+		tar -xJf "$tmp"/usr/src/linux-source-*.tar.xz -C "$tmp" \
+			--wildcards '*/scripts/checkpatch.pl' \
+			'*/scripts/spelling.txt' '*/scripts/const_structs.checkpatch'
+		cp "$tmp"/linux-source-*/scripts/{checkpatch.pl,spelling.txt,const_structs.checkpatch} "$dir/"
+		rm -rf "$tmp"
+	fi
+	echo "$dir/checkpatch.pl"
+}
+
+ts_static_checks() {
+	local work log cp out kdoc
+	ts_need_packages sparse xz-utils >/dev/null
+	work=$(mktemp -d)
+	log=$TS_RESULTS/static.log
+	: >"$log"
+	cp -a "$TS_ROOT"/{Kbuild,Makefile,dkms.conf,include,src,selftest} "$work/"
+	check() { # ok name detail
+		if [ "$1" = 1 ]; then
+			printf '  %-9s ok   %s\n' static "$2"; pass=$((pass + 1))
+		else
+			printf '  %-9s FAIL %s: %s\n' static "$2" "$3"
+			fail=$((fail + 1))
+		fi
+	}
+	local pass=0 fail=0
+
+	out=$(make -C "$work" KERNELRELEASE="$TS_KREL" W=1 C=2 2>&1)
+	printf '%s\n' "$out" >>"$log"
+	if printf '%s\n' "$out" | grep -q -E 'Error [0-9]|error:'; then
+		check 0 build_w1_and_sparse_silent "build failed (see $log)"
+	else
+		check $(( $(printf '%s\n' "$out" | grep -c 'warning:') == 0 )) \
+			"build_w1_and_sparse_silent ($(printf '%s\n' "$out" | grep -c '  CHECK') files checked by sparse)" \
+			"$(printf '%s\n' "$out" | grep 'warning:' | head -n 3)"
+	fi
+
+	if cp=$(ts_checkpatch); then
+		out=$(cd "$TS_ROOT" && for f in $TS_SOURCES; do
+			"$cp" --strict --no-tree --terse --show-types -f "$f"
+		done 2>&1 | grep -v '^total: 0 errors, 0 warnings, 0 checks')
+		printf '%s\n' "$out" >>"$log"
+		check $(( $(printf '%s' "$out" | grep -c .) == 0 )) \
+			"checkpatch_strict_clean ($(cd "$TS_ROOT" && ls $TS_SOURCES | wc -l) files)" \
+			"$(printf '%s\n' "$out" | head -n 3)"
+	else
+		check 0 checkpatch_strict_clean "linux-source could not be fetched"
+	fi
+
+	# the headers package's scripts/, where Debian keeps kernel-doc
+	kdoc=$(readlink -f "/lib/modules/$TS_KREL/build/scripts")/kernel-doc
+	[ -x "$kdoc" ] ||
+		kdoc=$(ls /usr/src/linux-headers-"${TS_KREL%-*}"-common/scripts/kernel-doc 2>/dev/null)
+	out=$("$kdoc" -none "$TS_ROOT/include/twostep.h" 2>&1)
+	printf '%s\n' "$out" >>"$log"
+	check $(( $(printf '%s' "$out" | grep -c .) == 0 )) \
+		kernel_doc_public_header "$(printf '%s\n' "$out" | head -n 3)"
+	rm -rf "$work"
+	echo "$pass $fail"
+}
