@@ -110,6 +110,15 @@ ts_config() {
 		TS_QEMU_ARGS+=(-device intel-iommu,intremap=on,caching-mode=on)
 		TS_APPEND="intel_iommu=on iommu.strict=0"
 		TS_EXPECT_API=1 TS_DMAR=1 ;;
+	intel-pt)
+		# passthrough: identity domain, the fallback path must work
+		TS_QEMU_ARGS+=(-device intel-iommu,intremap=on)
+		TS_APPEND="intel_iommu=on iommu=pt"
+		TS_EXPECT_API=0 ;;
+	amd)
+		TS_QEMU_ARGS+=(-device amd-iommu)
+		TS_APPEND="iommu.strict=1"
+		TS_EXPECT_API=1 ;;
 	none)
 		TS_QEMU_ARGS=(-machine q35)
 		TS_EXPECT_API=0 ;;
@@ -133,7 +142,7 @@ ts_config() {
 	TS_QEMU_ARGS+=(-device edu,dma_mask=0xffffffffff)
 }
 
-TS_CONFIGS_ALL="intel intel-lazy intel-cm none"
+TS_CONFIGS_ALL="intel intel-lazy intel-cm amd intel-pt none"
 
 # TCG always; KVM only when asked for with TWOSTEP_KVM=1 and usable.
 ts_accel() {
