@@ -35,12 +35,13 @@ ts_need_packages() {
 
 ts_install_deps() {
 	ts_need_packages make gcc libc6-dev bc gzip cpio kmod busybox-static \
-		qemu-system-x86 linux-headers-amd64 linux-image-amd64
+		xz-utils qemu-system-x86 linux-headers-amd64 linux-image-amd64
 	TS_KREL=$(ts_kernel_release)
 	[ -n "$TS_KREL" ] || ts_die "cannot tell the release of linux-headers-amd64"
 	# The image matching the headers exactly, even if the metapackages
 	# were upgraded separately.
 	ts_need_packages "linux-image-$TS_KREL" "linux-headers-$TS_KREL"
+	TS_KREL_DEFAULT=$TS_KREL
 	TS_VMLINUZ=/boot/vmlinuz-$TS_KREL
 	[ -r "$TS_VMLINUZ" ] || ts_die "no $TS_VMLINUZ"
 }
@@ -51,28 +52,76 @@ ts_kernel_release() {
 		sed -n 's/^linux-headers-\([^ ,]*\).*/\1/p'
 }
 
-# Build both modules against the Debian headers; warnings are errors.
+# Debian 12 backports' kernel: adds the backports suite of the Debian
+# source this machine's apt already uses (no mirror name kept here), and
+# installs that kernel's image and headers by name, leaving the
+# metapackages alone. Prints its release.
+ts_backports_kernel() {
+	local list=/etc/apt/sources.list.d/twostep-bookworm-backports.list uri krel
+	if ! apt-cache policy | grep -q ' bookworm-backports/main amd64'; then
+		uri=$(apt-cache policy | awk '$3 == "bookworm/main" &&
+			$4 == "amd64" { print $2; exit }')
+		[ -n "$uri" ] || ts_die "apt knows no bookworm/main source"
+		echo "deb $uri bookworm-backports main" >"$list"
+		apt-get update -qq >&2 || ts_die "apt-get update failed"
+	fi
+	krel=$(apt-cache show linux-headers-amd64/bookworm-backports 2>/dev/null |
+		sed -n 's/^Depends: linux-headers-\([^ ,]*\).*/\1/p' | head -n 1)
+	[ -n "$krel" ] || ts_die "no backports kernel found"
+	if ! dpkg-query -W -f='${Status}' "linux-image-$krel" \
+		"linux-headers-$krel" 2>/dev/null | grep -c 'ok installed' |
+		grep -q 2; then
+		ts_log "installing backports kernel $krel"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends \
+			"linux-image-$krel/bookworm-backports" \
+			"linux-headers-$krel/bookworm-backports" >&2 ||
+			ts_die "installing kernel $krel failed"
+	fi
+	echo "$krel"
+}
+
+# Release for a kernel name used in configurations: 6.1 (Debian 12, the
+# default) or 6.12 (Debian 12 backports).
+ts_kernel_for() {
+	case "$1" in
+	""|6.1) echo "$TS_KREL_DEFAULT" ;;
+	6.12)
+		[ -n "${TS_KREL_BACKPORTS:-}" ] ||
+			TS_KREL_BACKPORTS=$(ts_backports_kernel)
+		echo "$TS_KREL_BACKPORTS" ;;
+	*) ts_die "unknown kernel '$1' (have: 6.1 6.12)" ;;
+	esac
+}
+
+# Build both modules against $TS_KREL's headers; warnings are errors.
+# The modules are copied to $TS_RESULTS/$TS_KREL/.
 ts_build_modules() {
-	local log=$TS_RESULTS/build.log
+	local log=$TS_RESULTS/build-$TS_KREL.log
 	ts_log "building twostep.ko and twostep_selftest.ko for $TS_KREL"
 	make -C "$TS_ROOT" clean KERNELRELEASE="$TS_KREL" >/dev/null 2>&1
 	if ! make -C "$TS_ROOT" -j"$(nproc)" KERNELRELEASE="$TS_KREL" \
 		KCFLAGS=-Werror >"$log" 2>&1; then
 		cat "$log" >&2
-		ts_die "module build failed"
+		ts_die "module build for $TS_KREL failed"
 	fi
 	if grep -q -i 'warning:' "$log"; then
 		grep -i 'warning:' "$log" >&2
-		ts_die "module build has warnings"
+		ts_die "module build for $TS_KREL has warnings"
 	fi
+	mkdir -p "$TS_RESULTS/$TS_KREL"
+	cp "$TS_ROOT/twostep.ko" "$TS_ROOT/twostep_selftest.ko" \
+		"$TS_RESULTS/$TS_KREL/"
 }
 
 # A busybox initramfs with kmod (busybox insmod retries a failed init),
-# both modules and an init that loads them and powers off.
+# the modules built for $TS_KREL, the kernel modules the guest must load
+# first (virtio-iommu, where it is a module), and an init that loads them
+# all and powers off: $TS_RESULTS/$TS_KREL/initramfs.cpio.gz.
 ts_build_initramfs() {
-	local dir=$TS_RESULTS/initramfs lib
+	local dir=$TS_RESULTS/$TS_KREL/initramfs lib mod
 	rm -rf "$dir"
-	mkdir -p "$dir"/{bin,sbin,proc,sys,dev,lib/twostep,lib64}
+	mkdir -p "$dir"/{bin,sbin,proc,sys,dev,lib/twostep/preload,lib64}
 	cp /bin/busybox "$dir/bin/busybox"
 	cp /usr/bin/kmod "$dir/sbin/kmod"
 	ln -s kmod "$dir/sbin/insmod"
@@ -80,18 +129,32 @@ ts_build_initramfs() {
 		mkdir -p "$dir$(dirname "$lib")"
 		cp -L "$lib" "$dir$lib"
 	done
-	cp "$TS_ROOT/twostep.ko" "$TS_ROOT/twostep_selftest.ko" \
-		"$dir/lib/twostep/"
+	cp "$TS_RESULTS/$TS_KREL/twostep.ko" \
+		"$TS_RESULTS/$TS_KREL/twostep_selftest.ko" "$dir/lib/twostep/"
+	: >"$dir/lib/twostep/preload.list"
+	if modinfo -k "$TS_KREL" virtio_iommu >/dev/null 2>&1; then
+		for mod in $(modprobe -S "$TS_KREL" --show-depends virtio_iommu |
+			awk '$1 == "insmod" { print $2 }'); do
+			cp "$mod" "$dir/lib/twostep/preload/"
+			echo "/lib/twostep/preload/$(basename "$mod")" \
+				>>"$dir/lib/twostep/preload.list"
+		done
+	fi
 	cp "$TS_ROOT/qemu/guest-init" "$dir/init"
 	chmod +x "$dir/init"
 	(cd "$dir" && find . | cpio -o -H newc 2>/dev/null | gzip -1) \
-		>"$TS_RESULTS/initramfs.cpio.gz"
+		>"$TS_RESULTS/$TS_KREL/initramfs.cpio.gz"
 }
 
 # QEMU and guest arguments of a configuration: sets TS_QEMU_ARGS (array),
 # TS_APPEND, TS_EXPECT_API and TS_DMAR (1: the Intel vIOMMU reports faults
 # to the guest, so the host counts them).
 ts_config() {
+	local platform=${1%@*}
+	TS_KERNEL_NAME=6.1
+	[ "$platform" != "$1" ] && TS_KERNEL_NAME=${1#*@}
+	case "$TS_KERNEL_NAME" in 6.1|6.12) ;; *) return 1 ;; esac
+	set -- "$platform"
 	TS_QEMU_ARGS=(-machine q35,kernel-irqchip=split)
 	TS_APPEND=""
 	TS_DMAR=0
@@ -119,6 +182,11 @@ ts_config() {
 		TS_QEMU_ARGS+=(-device amd-iommu)
 		TS_APPEND="iommu.strict=1"
 		TS_EXPECT_API=1 ;;
+	virtio)
+		# virtio-iommu: a module on 6.12, loaded by the guest's init
+		TS_QEMU_ARGS=(-machine q35 -device virtio-iommu-pci)
+		TS_APPEND="iommu.strict=1"
+		TS_EXPECT_API=1 ;;
 	none)
 		TS_QEMU_ARGS=(-machine q35)
 		TS_EXPECT_API=0 ;;
@@ -142,7 +210,7 @@ ts_config() {
 	TS_QEMU_ARGS+=(-device edu,dma_mask=0xffffffffff)
 }
 
-TS_CONFIGS_ALL="intel intel-lazy intel-cm amd intel-pt none"
+TS_CONFIGS_ALL="intel intel-lazy intel-cm amd intel-pt none intel@6.12 virtio@6.12 amd@6.12 intel-pt@6.12 none@6.12"
 
 # TCG always; KVM only when asked for with TWOSTEP_KVM=1 and usable.
 ts_accel() {
@@ -156,16 +224,18 @@ ts_accel() {
 # Boot one configuration; the console goes to $TS_RESULTS/<config>.log.
 # Returns QEMU's exit status (124 on timeout).
 ts_boot() {
-	local cfg=$1 log=$TS_RESULTS/$1.log accel
+	local cfg=$1 log=$TS_RESULTS/$1.log accel krel
 	local icount=()
 	ts_config "$cfg" || ts_die "unknown configuration $cfg"
+	krel=$(ts_kernel_for "$TS_KERNEL_NAME")
 	accel=$(ts_accel)
 	[ "$accel" = tcg ] && [ -n "$TS_ICOUNT" ] && icount=(-icount "$TS_ICOUNT")
 	timeout --foreground -k 10 "$TS_BOOT_TIMEOUT" qemu-system-x86_64 \
 		-accel "$accel" -m 512 -smp "$TS_SMP" "${icount[@]}" \
 		-display none -monitor none -serial stdio -no-reboot \
 		"${TS_QEMU_ARGS[@]}" \
-		-kernel "$TS_VMLINUZ" -initrd "$TS_RESULTS/initramfs.cpio.gz" \
+		-kernel "/boot/vmlinuz-$krel" \
+		-initrd "$TS_RESULTS/$krel/initramfs.cpio.gz" \
 		-append "console=ttyS0 panic=-1 oops=panic $TS_APPEND ts_expect=$TS_EXPECT_API ts_cases=${TWOSTEP_CASES:-all}" \
 		</dev/null >"$log" 2>"$TS_RESULTS/$cfg.qemu.log"
 }
@@ -218,7 +288,7 @@ ts_parse() {
 	FILENAME == qlog {
 		# QEMU reports the vIOMMU faults our negative cases provoke;
 		# anything else it says is a problem.
-		if ($0 !~ /vtd_[a-z_]+: detected|New fault is not recorded/)
+		if ($0 !~ /vtd_[a-z_]+: detected|New fault is not recorded|virtio_iommu_translate (no mapping|permission error)|no buffer available in event queue/)
 			problem("QEMU: " $0)
 		next
 	}

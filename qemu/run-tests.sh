@@ -20,7 +20,7 @@ set -euo pipefail
 . "$(dirname "$0")/static.sh"
 
 configs=${*:-static $TS_CONFIGS_ALL bench-smoke dkms}
-quick=() dkms=0 static=0
+quick=() dkms=0 static=0 kernels=""
 for c in $configs; do
 	if [ "$c" = dkms ]; then
 		dkms=1
@@ -30,13 +30,22 @@ for c in $configs; do
 		ts_config "$c" ||
 			ts_die "unknown configuration '$c' (have: static $TS_CONFIGS_ALL bench-smoke dkms)"
 		quick+=("$c")
+		case " $kernels " in
+		*" $TS_KERNEL_NAME "*) ;;
+		*) kernels="$kernels $TS_KERNEL_NAME" ;;
+		esac
 	fi
 done
+[ "$static" = 1 ] && [ -z "$kernels" ] && kernels=6.1
+[ "$static" = 1 ] && [ "${*:-}" = "" ] && kernels="6.1 6.12"
 
 start=$SECONDS
 passed=0 failed=0 skipped=0
+declare -A cell
 mkdir -p "$TS_RESULTS"
 ts_install_deps
+# resolve (and install) the backports kernel once, before any subshell
+case " $kernels " in *" 6.12 "*) TS_KREL_BACKPORTS=$(ts_kernel_for 6.12) ;; esac
 
 # Print one configuration's cases and add them to the totals.
 report() {
@@ -46,21 +55,32 @@ report() {
 	printf '%s\n' "$out" | sed '$d'
 	read -r p f s <<<"$(printf '%s\n' "$out" | tail -n 1)"
 	echo "   $cfg: $p passed, $f failed, $s skipped"
-	passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+	add "$cfg" "$p" "$f" "$s"
 }
 
-if [ "$static" = 1 ]; then
-	echo "== static analysis (W=1, sparse, checkpatch --strict, kernel-doc; log: $TS_RESULTS/static.log)"
-	out=$(ts_static_checks)
-	printf '%s\n' "$out" | sed '$d'
-	read -r p f <<<"$(printf '%s\n' "$out" | tail -n 1)"
-	passed=$((passed + p)) failed=$((failed + f))
-fi
+# Add to the totals and to the kernel x platform table.
+add() {
+	passed=$(($passed + $2)) failed=$((failed + $3)) skipped=$((skipped + $4))
+	cell[$1]="$2/$3/$4"
+}
+
+for k in $kernels; do
+	TS_KREL=$(ts_kernel_for "$k")
+	if [ "$static" = 1 ]; then
+		echo "== static analysis on $TS_KREL (W=1, sparse, checkpatch --strict, kernel-doc; log: $TS_RESULTS/static.log)"
+		out=$(ts_static_checks)
+		printf '%s\n' "$out" | sed '$d'
+		read -r p f <<<"$(printf '%s\n' "$out" | tail -n 1)"
+		add "static@$k" "$p" "$f" 0
+	fi
+	if [ ${#quick[@]} -gt 0 ]; then
+		ts_build_modules
+		ts_build_initramfs
+	fi
+done
 
 if [ ${#quick[@]} -gt 0 ]; then
-	ts_build_modules
-	ts_build_initramfs
-	ts_log "booting $TS_VMLINUZ under $(ts_accel): ${quick[*]}"
+	ts_log "booting under $(ts_accel): ${quick[*]}"
 	# Two at a time (the machine has 2 cores), reported in order.
 	declare -A pid
 	for c in "${quick[@]}"; do
@@ -77,7 +97,7 @@ if [ ${#quick[@]} -gt 0 ]; then
 			out=$(ts_bench_smoke_checks "$c")
 			printf '%s\n' "$out" | sed '$d'
 			read -r p f <<<"$(printf '%s\n' "$out" | tail -n 1)"
-			passed=$((passed + p)) failed=$((failed + f))
+			add "bench-checks" "$p" "$f" 0
 		fi
 	done
 fi
@@ -92,6 +112,27 @@ if [ "$dkms" = 1 ]; then
 	printf '%s\n' "$out" | sed '$d'
 	failed=$((failed + $(printf '%s\n' "$out" | tail -n 1)))
 fi
+
+# kernel x platform: passed/failed/skipped
+echo "== matrix (passed/failed/skipped)"
+printf '  %-12s' kernel
+plats=""
+for key in "${!cell[@]}"; do
+	plat=${key%@*}
+	case " $plats " in *" $plat "*) ;; *) plats="$plats $plat" ;; esac
+done
+plats=$(tr ' ' '\n' <<<"$plats" | sed '/^$/d' | sort)
+for plat in $plats; do printf ' %-13s' "$plat"; done
+echo
+for k in 6.1 6.12; do
+	printf '  %-12s' "$k"
+	for plat in $plats; do
+		v=${cell[$plat@$k]:-}
+		[ "$k" = 6.1 ] && [ -z "$v" ] && v=${cell[$plat]:-}
+		printf ' %-13s' "${v:--}"
+	done
+	echo
+done
 
 echo "suite time: $((SECONDS - start)) s"
 echo "$passed passed, $failed failed, $skipped skipped"

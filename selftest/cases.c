@@ -14,6 +14,8 @@
 #include <linux/string.h>
 #include <linux/vmalloc.h>
 
+#include <linux/scatterlist.h>
+
 #include "helpers.h"
 
 /* ---- cases ---- */
@@ -261,6 +263,60 @@ static int case_free_returns_range(struct ts *t)
 	return 0;
 }
 
+/*
+ * Control for the platform, with the regular DMA API only: two scattered
+ * pages mapped as one contiguous range by dma_map_sgtable(), and a 2-byte
+ * device write across their boundary. QEMU 7.2's virtio-iommu drops the
+ * byte before the boundary; where it does, the case says so and skips,
+ * and the contiguity case leaves such windows out.
+ */
+static int case_platform_cross_page(struct ts *t)
+{
+	static const u8 two[2] = { 0x5a, 0xa5 };
+	struct scatterlist *sg;
+	struct sg_table sgt;
+	struct ts_pages p;
+	dma_addr_t addr;
+	int ret, i;
+
+	if (!TS_EXPECT(t, !ts_pages_get(t, &p, 2), "pages"))
+		return 0;
+	ts_pages_fill(&p, t->seed);
+	ret = sg_alloc_table(&sgt, 2, GFP_KERNEL);
+	if (!TS_EXPECT(t, !ret, "sg table"))
+		goto out_pages;
+	for_each_sgtable_sg(&sgt, sg, i)
+		sg_set_page(sg, p.pg[i], PAGE_SIZE, 0);
+	ret = dma_map_sgtable(t->dev, &sgt, DMA_BIDIRECTIONAL, 0);
+	if (!TS_EXPECT(t, !ret, "dma_map_sgtable: %d", ret))
+		goto out_table;
+	ret = TS_SKIP;
+	if (sgt.nents != 1) {
+		snprintf(t->skip, sizeof(t->skip),
+			 "the DMA API did not merge the pages (%u segments)",
+			 sgt.nents);
+		goto out_unmap;
+	}
+	addr = sg_dma_address(sgt.sgl);
+	TS_EXPECT(t, !ts_dev_write(t, addr + PAGE_SIZE - 1, two, 2), "write");
+	TS_EXPECT(t, *ts_byte(&p, PAGE_SIZE) == two[1],
+		  "byte after the boundary lost too");
+	t->edge_write_dropped = *ts_byte(&p, PAGE_SIZE - 1) != two[0];
+	if (t->edge_write_dropped)
+		snprintf(t->skip, sizeof(t->skip),
+			 "platform drops a device write's byte before a page boundary (DMA API, %pad)",
+			 &addr);
+	else
+		ret = 0;
+out_unmap:
+	dma_unmap_sgtable(t->dev, &sgt, DMA_BIDIRECTIONAL, 0);
+out_table:
+	sg_free_table(&sgt);
+out_pages:
+	ts_pages_put(&p);
+	return ret;
+}
+
 /* Windows (offset, length) that straddle page boundaries. */
 static const struct { u32 off, len; } ts_read_windows[] = {
 	{ 1 * PAGE_SIZE - 1, 2 }, { 3 * PAGE_SIZE - 100, 700 },
@@ -324,6 +380,12 @@ static int case_contiguity(struct ts *t)
 		u32 off = ts_write_windows[i].off, len = ts_write_windows[i].len;
 		size_t j;
 
+		if (t->edge_write_dropped && len > 1 &&
+		    off % PAGE_SIZE == PAGE_SIZE - 1) {
+			ts_diag("write %u+%u left out: the platform drops its first byte (see platform_cross_page)",
+				off, len);
+			continue;
+		}
 		for (j = 0; j < len; j++)
 			buf[j] = ts_pat(seed + 100 + i, j);
 		ret = ts_dev_write(t, m.st.addr + off, buf, len);
@@ -950,6 +1012,7 @@ static const struct ts_case ts_cases[] = {
 	{ "try_alloc_offset", case_try_alloc_offset, true },
 	{ "try_alloc_refuse", case_try_alloc_refuse, true },
 	{ "free_returns_range", case_free_returns_range, true },
+	{ "platform_cross_page", case_platform_cross_page, false },
 	{ "contiguity", case_contiguity, true },
 	{ "unlink_relink", case_unlink_relink, true },
 	{ "destroy", case_destroy, true },

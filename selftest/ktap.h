@@ -31,6 +31,8 @@
  * @stress_ops: operations of the shadow-model stress case
  * @stress_seed: seed of the stress sequence, printed for reproduction
  * @conc_ops: iterations of each worker of the concurrency case
+ * @edge_write_dropped: the platform loses the first byte of a device
+ *                      write that starts on the last byte of a page
  * @bench: run the benchmark instead of the cases
  * @bench_reps: repetitions of each benchmark measurement
  * @bench_max_n: largest number of pages benchmarked
@@ -46,6 +48,7 @@ struct ts {
 	unsigned int stress_ops;
 	u32 stress_seed;
 	unsigned int conc_ops;
+	bool edge_write_dropped;
 	bool bench;
 	unsigned int bench_reps;
 	unsigned int bench_max_n;

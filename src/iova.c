@@ -168,14 +168,6 @@ static int twostep_resolve(struct device *dev,
 	return 0;
 }
 
-/* Flush what @gather collected; an empty gather costs nothing. */
-static void twostep_gather_sync(struct twostep_ctx *ctx,
-				struct iommu_iotlb_gather *gather)
-{
-	if (gather->start <= gather->end)
-		iommu_iotlb_sync(ctx->domain, gather);
-}
-
 /* Map [iova, iova + size) to paddr without any IOTLB sync. */
 static int twostep_map(struct twostep_ctx *ctx, unsigned long iova,
 		       phys_addr_t paddr, size_t size, int prot)
@@ -224,18 +216,23 @@ static int twostep_map(struct twostep_ctx *ctx, unsigned long iova,
 	if (ret && done) {
 		iommu_iotlb_gather_init(&gather);
 		iommu_unmap_fast(ctx->domain, iova, done, &gather);
-		twostep_gather_sync(ctx, &gather);
+		iommu_iotlb_sync(ctx->domain, &gather);
 	}
 	return ret;
 }
 
-/* Add every linked run of @a to @gather; the caller syncs. */
-static void twostep_unmap_linked(struct twostep_ctx *ctx,
+/*
+ * Add every linked run of @a to @gather; the caller syncs when this
+ * returns true. Some drivers (virtio-iommu) queue unmaps without touching
+ * the gather, so whether to sync is known from the calls, not the gather.
+ */
+static bool twostep_unmap_linked(struct twostep_ctx *ctx,
 				 struct twostep_alloc *a,
 				 struct iommu_iotlb_gather *gather)
 {
 	unsigned long start, end = 0;
 	size_t len, unmapped;
+	bool any = false;
 
 	for (;;) {
 		start = find_next_bit(a->linked, a->nr, end);
@@ -248,7 +245,9 @@ static void twostep_unmap_linked(struct twostep_ctx *ctx,
 					    len, gather);
 		WARN_ONCE(unmapped != len,
 			  "twostep: unmapped %zu of %zu bytes\n", unmapped, len);
+		any = true;
 	}
+	return any;
 }
 
 /*
@@ -261,9 +260,9 @@ static void twostep_alloc_release(struct twostep_ctx *ctx,
 	struct iommu_iotlb_gather gather;
 
 	iommu_iotlb_gather_init(&gather);
-	twostep_unmap_linked(ctx, a, &gather);
 	/* No stale IOTLB entry may outlive the IOVA's return to the pool. */
-	twostep_gather_sync(ctx, &gather);
+	if (twostep_unmap_linked(ctx, a, &gather))
+		iommu_iotlb_sync(ctx->domain, &gather);
 	__free_iova(&ctx->iovad, a->iova);
 	atomic_dec(&twostep_live_allocs);
 	kfree_rcu(a, rcu);
@@ -495,7 +494,7 @@ void twostep_iova_unlink(struct device *dev, struct twostep_iova_state *state,
 	iommu_iotlb_gather_init(&gather);
 	WARN_ONCE(iommu_unmap_fast(ctx->domain, iova, len, &gather) != len,
 		  "twostep: unlink unmapped less than %zu bytes\n", len);
-	twostep_gather_sync(ctx, &gather);
+	iommu_iotlb_sync(ctx->domain, &gather);
 	/* only now may the granules be linked again */
 	twostep_bits_clear(a->head, first, count);
 	twostep_bits_clear(a->linked, first, count);
