@@ -382,8 +382,8 @@ static int case_contiguity(struct ts *t)
 
 		if (t->edge_write_dropped && len > 1 &&
 		    off % PAGE_SIZE == PAGE_SIZE - 1) {
-			ts_diag("write %u+%u left out: the platform drops its first byte (see platform_cross_page)",
-				off, len);
+			ts_diag("write %u+%u left out: %s", off, len,
+				"the platform drops its first byte (see platform_cross_page)");
 			continue;
 		}
 		for (j = 0; j < len; j++)
