@@ -52,6 +52,7 @@ MODULE_PARM_DESC(bench_max_n, "largest number of pages benchmarked");
 
 static uint bench_mask = 0xff;
 module_param(bench_mask, uint, 0444);
+MODULE_PARM_DESC(bench_mask, "benchmark methods to run, one bit each (default: all)");
 
 static bool detach_on_remove = true;
 module_param(detach_on_remove, bool, 0444);
