@@ -24,10 +24,10 @@ for cfg in bench-strict bench-lazy bench-cm; do
 	ts_log "benchmark: $cfg"
 	rc=0
 	ts_boot "$cfg" || rc=$?
-	res=$(ts_parse "$cfg" "$rc" | tail -n 1)
-	read -r p f s <<<"$res"
+	out=$(ts_parse "$cfg" "$rc")
+	read -r p f s <<<"$(printf '%s\n' "$out" | tail -n 1)"
 	if [ "$f" -ne 0 ]; then
-		ts_parse "$cfg" "$rc" | sed '$d' | grep -v ' ok  \| # ' >&2 || true
+		printf '%s\n' "$out" | sed '$d' | grep -v ' ok  \| # ' >&2 || true
 		ts_log "benchmark $cfg: the guest run failed (console: $TS_RESULTS/$cfg.log)"
 		status=1
 	fi

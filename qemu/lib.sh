@@ -42,8 +42,7 @@ ts_install_deps() {
 	# were upgraded separately.
 	ts_need_packages "linux-image-$TS_KREL" "linux-headers-$TS_KREL"
 	TS_KREL_DEFAULT=$TS_KREL
-	TS_VMLINUZ=/boot/vmlinuz-$TS_KREL
-	[ -r "$TS_VMLINUZ" ] || ts_die "no $TS_VMLINUZ"
+	[ -r "/boot/vmlinuz-$TS_KREL" ] || ts_die "no /boot/vmlinuz-$TS_KREL"
 }
 
 # Release of the kernel Debian's linux-headers-amd64 points at.

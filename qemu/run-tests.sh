@@ -37,7 +37,6 @@ for c in $configs; do
 	fi
 done
 [ "$static" = 1 ] && [ -z "$kernels" ] && kernels=6.1
-[ "$static" = 1 ] && [ "${*:-}" = "" ] && kernels="6.1 6.12"
 
 start=$SECONDS
 passed=0 failed=0 skipped=0
@@ -47,31 +46,34 @@ ts_install_deps
 # resolve (and install) the backports kernel once, before any subshell
 case " $kernels " in *" 6.12 "*) TS_KREL_BACKPORTS=$(ts_kernel_for 6.12) ;; esac
 
-# Print one configuration's cases and add them to the totals.
-report() {
-	local cfg=$1 rc=$2 out p f s
-	echo "== $cfg (QEMU status $rc, console: $TS_RESULTS/$cfg.log)"
-	out=$(ts_parse "$cfg" "$rc")
-	printf '%s\n' "$out" | sed '$d'
-	read -r p f s <<<"$(printf '%s\n' "$out" | tail -n 1)"
-	echo "   $cfg: $p passed, $f failed, $s skipped"
-	add "$cfg" "$p" "$f" "$s"
-}
-
 # Add to the totals and to the kernel x platform table.
 add() {
-	passed=$(($passed + $2)) failed=$((failed + $3)) skipped=$((skipped + $4))
+	passed=$((passed + $2)) failed=$((failed + $3)) skipped=$((skipped + $4))
 	cell[$1]="$2/$3/$4"
+}
+
+# Print a checker's lines but its last, "passed failed [skipped]", which
+# goes to the totals under NAME; echoes those counts.
+tally() {
+	local name=$1 out=$2 p f s
+	printf '%s\n' "$out" | sed '$d'
+	read -r p f s <<<"$(printf '%s\n' "$out" | tail -n 1)"
+	add "$name" "$p" "$f" "${s:-0}"
+	TALLY="$p passed, $f failed, ${s:-0} skipped"
+}
+
+# Print one configuration's cases and add them to the totals.
+report() {
+	echo "== $1 (QEMU status $2, console: $TS_RESULTS/$1.log)"
+	tally "$1" "$(ts_parse "$1" "$2")"
+	echo "   $1: $TALLY"
 }
 
 for k in $kernels; do
 	TS_KREL=$(ts_kernel_for "$k")
 	if [ "$static" = 1 ]; then
 		echo "== static analysis on $TS_KREL (W=1, sparse, checkpatch --strict, kernel-doc; log: $TS_RESULTS/static.log)"
-		out=$(ts_static_checks)
-		printf '%s\n' "$out" | sed '$d'
-		read -r p f <<<"$(printf '%s\n' "$out" | tail -n 1)"
-		add "static@$k" "$p" "$f" 0
+		tally "static@$k" "$(ts_static_checks)"
 	fi
 	if [ ${#quick[@]} -gt 0 ]; then
 		ts_build_modules
@@ -94,10 +96,7 @@ if [ ${#quick[@]} -gt 0 ]; then
 		wait "${pid[$c]}" || true
 		report "$c" "$(cat "$TS_RESULTS/$c.rc" 2>/dev/null || echo 255)"
 		if [ "$c" = bench-smoke ]; then
-			out=$(ts_bench_smoke_checks "$c")
-			printf '%s\n' "$out" | sed '$d'
-			read -r p f <<<"$(printf '%s\n' "$out" | tail -n 1)"
-			add "bench-checks" "$p" "$f" 0
+			tally bench-checks "$(ts_bench_smoke_checks "$c")"
 		fi
 	done
 fi

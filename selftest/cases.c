@@ -967,9 +967,7 @@ static int case_detach_live(struct ts *t)
 				PAGE_SIZE, DMA_BIDIRECTIONAL, 0);
 	TS_EXPECT(t, ret == -ENODEV, "link after detach: %d", ret);
 
-	ret = twostep_attach(t->dev, t->edu->ram_limit);
-	t->edu->attach_ret = ret;
-	t->api = !ret;
+	ret = ts_reattach(t);
 	if (TS_EXPECT(t, !ret, "re-attach: %d", ret)) {
 		ts_stats(t, &s);
 		TS_EXPECT(t, !s.live_allocs && !s.linked_granules,

@@ -275,6 +275,16 @@ void ts_stats(struct ts *t, struct twostep_stats *s)
 	TS_EXPECT(t, !twostep_get_stats(t->dev, s), "stats");
 }
 
+/* Attach the device to twostep again after a case detached it. */
+int ts_reattach(struct ts *t)
+{
+	int ret = twostep_attach(t->dev, t->edu->ram_limit);
+
+	t->edu->attach_ret = ret;
+	t->api = !ret;
+	return ret;
+}
+
 /* Pages still translated anywhere a range was handed out during the run. */
 unsigned int ts_used_mapped(struct ts *t)
 {

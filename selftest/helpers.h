@@ -60,6 +60,7 @@ void ts_map_teardown(struct ts *t, struct ts_map *m,
 		     enum dma_data_direction dir);
 void ts_stats(struct ts *t, struct twostep_stats *s);
 unsigned int ts_used_mapped(struct ts *t);
+int ts_reattach(struct ts *t);
 void ts_pages_fill_block(struct page *block, unsigned int n, u32 seed);
 
 #endif /* _TWOSTEP_HELPERS_H */

@@ -365,9 +365,7 @@ static int case_bad_inputs(struct ts *t)
 	ts_stats(t, &s0);
 	twostep_detach(t->dev);
 	twostep_detach(t->dev);
-	ret = twostep_attach(t->dev, t->edu->ram_limit);
-	t->edu->attach_ret = ret;
-	t->api = !ret;
+	ret = ts_reattach(t);
 	ts_stats(t, &s1);
 	if (TS_EXPECT(t, !ret && s1.misuse_all - s0.misuse_all == 1,
 		      "detach twice: re-attach %d, %lu refusals", ret,
@@ -530,9 +528,7 @@ static int case_security(struct ts *t)
 		attempts++;
 		blocked += sec_attempt(t, "after detach", st.addr, pg[2],
 				       true);
-		ret = twostep_attach(t->dev, t->edu->ram_limit);
-		t->edu->attach_ret = ret;
-		t->api = !ret;
+		ret = ts_reattach(t);
 		TS_EXPECT(t, !ret, "re-attach: %d", ret);
 	}
 	/* the fault handler logs asynchronously: let the last one land */

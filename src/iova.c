@@ -178,9 +178,6 @@ static int twostep_map(struct twostep_ctx *ctx, unsigned long iova,
 	size_t done = 0;
 	int ret = 0;
 
-	if (!ops->map_pages && !atomic_read(fail))
-		return twostep_compat_map_atomic(ctx->domain, iova, paddr,
-						 size, prot);
 	while (done < size) {
 		size_t count = (size - done) >> ctx->shift, mapped = 0;
 
