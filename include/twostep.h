@@ -4,20 +4,32 @@
  * link and unlink physical ranges into it, one IOTLB sync per batch) for
  * kernels that do not provide dma_iova_*() themselves.
  *
- * The calls mirror upstream's dma_iova_*() one for one. A device must be
- * attached with twostep_attach() first; twostep_iova_try_alloc() returns
- * false for any device that is not attached, and the caller then falls back
- * to dma_map_page() or dma_map_sg() exactly as with the upstream API.
+ * The calls mirror upstream's dma_iova_*() one for one and need no set-up:
+ * twostep_iova_try_alloc() works on any device whose DMA-API domain
+ * translates (an IOMMU in DMA or DMA-FQ mode), whatever its DMA mask. The
+ * IOVA comes from space twostep reserves from the DMA API's own allocator
+ * of that domain, so the DMA API never hands out an address twostep uses,
+ * for this device or any other device of its IOMMU group. Where the domain
+ * does not translate (no IOMMU, identity or passthrough) try_alloc returns
+ * false and the caller falls back to dma_map_page() or dma_map_sg(), as
+ * with the upstream API. twostep_attach() is optional; twostep_detach(),
+ * unbinding the driver or removing the device gives everything back.
  *
  * Error codes returned by the int-returning calls:
- *   -ENODEV  the device is not attached
- *   -ENOENT  the state does not describe a live allocation (never allocated,
- *            already freed or destroyed, or copied from a stale state)
+ *   -ENODEV  twostep holds nothing for the device (never used, detached,
+ *            or the device does not translate)
+ *   -ENOENT  the state does not describe a live allocation of the device
+ *            (never allocated, already freed or destroyed, a forged copy,
+ *            or a stale copy: see struct twostep_iova_state)
  *   -EINVAL  malformed request (size 0, bad direction, misaligned link)
  *   -ERANGE  the range overflows or reaches past the allocation
  *   -EBUSY   the range overlaps a range that is already linked
- * The void calls report misuse with a rate-limited kernel log line, count it
- * in &struct twostep_stats.misuse and return without touching any mapping.
+ * The void calls report bad input with a rate-limited kernel log line and
+ * count it in &struct twostep_stats.misuse. unlink() then returns without
+ * touching any mapping. free() and destroy() of a live state always unmap
+ * and free all of it, so that nothing stays mapped or allocated: links
+ * left past @mapped_len (or any, for free()) and a @mapped_len past the
+ * allocation are bad input, counted, and cleaned up all the same.
  */
 #ifndef _TWOSTEP_H
 #define _TWOSTEP_H
@@ -32,10 +44,15 @@ struct device;
  * struct twostep_iova_state - an IOVA range handed out by twostep
  * @addr: device address of the first byte; carries the offset of @phys
  *        inside an IOVA granule as given to twostep_iova_try_alloc()
- * @__size: size in bytes as requested; private, use twostep_iova_size()
+ * @__size: private, use twostep_iova_size(): the size in bits 0-47 and a
+ *          generation number in bits 48-62
  *
  * Owned by the caller, filled in by twostep_iova_try_alloc() and cleared
- * again by twostep_iova_free() and twostep_iova_destroy().
+ * again by twostep_iova_free() and twostep_iova_destroy(). A copy of a
+ * state taken before its range was freed ("stale") is refused with
+ * -ENOENT, also when a later allocation got the same address and size,
+ * unless exactly a multiple of 32768 allocations were made in between
+ * (the generation has 15 bits).
  */
 struct twostep_iova_state {
 	dma_addr_t addr;
@@ -44,6 +61,8 @@ struct twostep_iova_state {
 
 /* Sizes with this bit set are refused, as upstream reserves it. */
 #define TWOSTEP_IOVA_SIZE_RESERVED	BIT_ULL(63)
+/* The bits of &twostep_iova_state.__size that hold the size. */
+#define TWOSTEP_IOVA_SIZE_MASK		GENMASK_ULL(47, 0)
 
 /**
  * twostep_use_iova - does this state hold a two-step IOVA range?
@@ -65,28 +84,34 @@ static inline bool twostep_use_iova(const struct twostep_iova_state *state)
  */
 static inline size_t twostep_iova_size(const struct twostep_iova_state *state)
 {
-	return state->__size & ~TWOSTEP_IOVA_SIZE_RESERVED;
+	return state->__size & TWOSTEP_IOVA_SIZE_MASK;
 }
 
 /**
- * struct twostep_stats - live figures of one attached device
- * @window_start: first device address of the private IOVA window
- * @window_end: last device address of the private IOVA window (inclusive)
+ * struct twostep_stats - live figures of one device
+ * @reserved: bytes of IOVA reserved from the DMA API for the device
+ * @chunks: number of reserved chunks
  * @granule: IOVA granule in bytes
  * @live_allocs: IOVA ranges allocated and not yet freed
  * @linked_granules: granules currently mapped through twostep
- * @misuse: calls refused because of bad input since attach
- * @misuse_all: calls refused since twostep was loaded, for any device or
- *              none (detached or NULL devices included)
+ * @misuse: calls with bad input for this device: refused, or (free and
+ *          destroy) carried out in full all the same
+ * @misuse_all: calls with bad input since twostep was loaded, for any
+ *              device or none (NULL devices included)
+ * @deferred: try_alloc() calls that found no space in a context that may
+ *            not sleep, returned false and left the growth to a worker
+ * @grow_ns: how long the last growth of the reservation took
  */
 struct twostep_stats {
-	u64 window_start;
-	u64 window_end;
+	u64 reserved;
+	unsigned int chunks;
 	unsigned long granule;
 	unsigned long live_allocs;
 	unsigned long linked_granules;
 	unsigned long misuse;
 	unsigned long misuse_all;
+	unsigned long deferred;
+	u64 grow_ns;
 };
 
 /**
@@ -100,29 +125,33 @@ enum twostep_fail {
 };
 
 /**
- * twostep_attach - enable the two-step API for a device
- * @dev: device whose IOMMU domain is used
- * @hw_dma_limit: highest address the device hardware can really generate
+ * twostep_attach - reserve IOVA for a device up front (optional)
+ * @dev: device whose DMA-API domain is used
+ * @reserve: bytes to reserve now (0: none, grow on demand)
+ * @chunk: bytes to reserve each time the reservation grows (0: default;
+ *         rounded up to twostep's reservation block, 2 MiB at most)
  *
- * Sets up a private IOVA allocator over @dev's own IOMMU domain. Its window
- * lies above the device's DMA-API masks, so the regular DMA API can never
- * hand out an address twostep uses, and reaches up to @hw_dma_limit clipped
- * to the domain's aperture. IOMMU reserved regions are kept out. The device
- * must not raise its DMA-API mask into the window afterwards.
+ * Not needed before twostep_iova_try_alloc(), which sets a device up by
+ * itself. Use it to take the cost of the first reservation out of the I/O
+ * path, or to tune how the reservation grows.
  *
  * Context: process context, may sleep.
- * Return: 0 on success; -ENODEV when the device has no translating DMA
- * domain (no IOMMU, identity or passthrough), -EOPNOTSUPP for a device or
- * domain twostep cannot serve, -ERANGE when the window is empty, -EBUSY when
- * the device is already attached, -ENOMEM. A log line says why.
+ * Return: 0 on success; -EINVAL for a NULL device; -ENODEV when the device
+ * has no translating DMA-API domain (no IOMMU, identity or passthrough);
+ * -EOPNOTSUPP for a device twostep cannot serve (non-coherent, untrusted,
+ * granule above PAGE_SIZE); -EBUSY when the device is attached already;
+ * -ENOSPC when the DMA API has no room for @reserve; -ENOMEM.
  */
-int twostep_attach(struct device *dev, u64 hw_dma_limit);
+int twostep_attach(struct device *dev, u64 reserve, u64 chunk);
 
 /**
- * twostep_detach - disable the two-step API for a device
- * @dev: device passed to twostep_attach()
+ * twostep_detach - give back everything twostep holds for a device
+ * @dev: device
  *
- * Ranges still allocated are reported once, unmapped and freed.
+ * Ranges still allocated are reported once, unmapped and freed; the
+ * reservation is returned to the DMA API. The next try_alloc() starts
+ * afresh. Unbinding the device's driver or removing the device does the
+ * same (PCI and platform devices).
  *
  * Context: process context, may sleep. No other twostep call for @dev may
  * run at the same time.
@@ -130,13 +159,29 @@ int twostep_attach(struct device *dev, u64 hw_dma_limit);
 void twostep_detach(struct device *dev);
 
 /**
- * twostep_get_stats - read the live figures of an attached device
+ * twostep_get_stats - read the live figures of a device
  * @dev: device
  * @stats: filled in on success
  *
- * Return: 0, or -ENODEV when @dev is not attached.
+ * Return: 0, -EINVAL for a NULL @stats, or -ENODEV when twostep holds
+ * nothing for @dev.
  */
 int twostep_get_stats(struct device *dev, struct twostep_stats *stats);
+
+/**
+ * twostep_get_chunk - where the reservation of a device lies
+ * @dev: device
+ * @i: index of the chunk, from 0
+ * @start: first device address of the chunk
+ * @size: size of the chunk in bytes
+ *
+ * For diagnostics and tests: every IOVA range of @dev lies inside one
+ * chunk, and the DMA API never hands out an address inside a chunk.
+ *
+ * Return: 0, -ENODEV as twostep_get_stats(), or -ENOENT past the last chunk.
+ */
+int twostep_get_chunk(struct device *dev, unsigned int i, u64 *start,
+		      u64 *size);
 
 /**
  * twostep_debug_fail - fault injection for tests
@@ -157,10 +202,18 @@ void twostep_debug_fail(enum twostep_fail what, unsigned int nth);
  *        the same low bits. Pass 0 for granule-aligned transfers.
  * @size: size of the range in bytes
  *
- * Context: process context, may sleep.
+ * The first call for a device sets it up and reserves IOVA from the DMA
+ * API; later calls grow the reservation when it is full. Both may sleep,
+ * and do so only when the caller may: in atomic context (IRQs or
+ * preemption off, a spinlock or the RCU read lock held) a call that would
+ * have to reserve returns false and leaves the growth to a worker, so that
+ * a later call succeeds.
+ *
+ * Context: any context.
  * Return: true when the range is allocated; false when the caller must use
- * the regular DMA API instead (device not attached, size 0, size with bit 63
- * set, larger than the window, or no space left).
+ * the regular DMA API instead (no translating domain, size 0, size with bit
+ * 63 set, 2^48 bytes or more, no space in the domain, or no space yet in
+ * atomic context).
  */
 bool twostep_iova_try_alloc(struct device *dev,
 			    struct twostep_iova_state *state,
@@ -172,8 +225,9 @@ bool twostep_iova_try_alloc(struct device *dev,
  * @state: state filled in by twostep_iova_try_alloc()
  *
  * Undoes twostep_iova_try_alloc(); every link should be unlinked first.
- * Ranges still linked are reported, unmapped and the range freed anyway, so
- * the device is never left able to reach memory through a freed range.
+ * Ranges still linked are reported (counted in &twostep_stats.misuse),
+ * unmapped, and the range freed anyway, so the device is never left able
+ * to reach memory through a freed range.
  * @state is cleared.
  *
  * Context: any context.
@@ -193,8 +247,9 @@ void twostep_iova_free(struct device *dev, struct twostep_iova_state *state);
  *
  * The mapping is not visible to the device before twostep_iova_sync().
  * Only the first link (@offset 0) may start inside an IOVA granule, and
- * then @phys must have the offset @state->addr has. A link that fails part
- * way unmaps what it mapped.
+ * then @phys must have the offset @state->addr has. Physically contiguous
+ * ranges are mapped with the largest page sizes the domain supports. A
+ * link that fails part way unmaps what it mapped.
  *
  * Context: any context.
  * Return: 0, or a negative errno listed at the top of this header, or the
@@ -214,7 +269,8 @@ int twostep_iova_link(struct device *dev, struct twostep_iova_state *state,
  * One IOTLB/write-buffer sync for the whole range, whatever was linked.
  *
  * Context: any context.
- * Return: 0, or a negative errno listed at the top of this header.
+ * Return: 0, a negative errno listed at the top of this header, or the
+ * IOMMU driver's error from its sync.
  */
 int twostep_iova_sync(struct device *dev, struct twostep_iova_state *state,
 		      size_t offset, size_t size);
@@ -225,7 +281,8 @@ int twostep_iova_sync(struct device *dev, struct twostep_iova_state *state,
  * @state: state filled in by twostep_iova_try_alloc()
  * @offset: offset into the IOVA range
  * @size: bytes to unmap
- * @dir: DMA direction used for the links
+ * @dir: DMA direction used for the links; not needed to unmap, any value
+ *       is accepted
  * @attrs: DMA attributes used for the links
  *
  * The range must be made of whole links. It is unmapped with one gathered
@@ -243,11 +300,13 @@ void twostep_iova_unlink(struct device *dev, struct twostep_iova_state *state,
  * @dev: device
  * @state: state filled in by twostep_iova_try_alloc()
  * @mapped_len: bytes linked from offset 0; 0 only frees the range
- * @dir: DMA direction used for the links
+ * @dir: DMA direction used for the links; any value is accepted
  * @attrs: DMA attributes used for the links
  *
- * Unmaps with one gathered IOTLB flush and frees the range. Links found past
- * @mapped_len are reported and unmapped too. @state is cleared.
+ * Unmaps with one gathered IOTLB flush and frees the range. Links found
+ * past @mapped_len, and a @mapped_len past the allocation, are reported
+ * and counted as bad input, and the whole range is unmapped and freed all
+ * the same. @state is cleared.
  *
  * Context: any context.
  */

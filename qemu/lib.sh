@@ -146,10 +146,12 @@ ts_build_initramfs() {
 }
 
 # QEMU and guest arguments of a configuration: sets TS_QEMU_ARGS (array),
-# TS_APPEND, TS_EXPECT_API and TS_DMAR (1: the Intel vIOMMU reports faults
-# to the guest, so the host counts them).
+# TS_APPEND, TS_EXPECT_API, TS_DMAR (1: the Intel vIOMMU reports faults
+# to the guest, so the host counts them), TS_EDU_BITS (the edu device's
+# DMA reach, which its driver takes for its DMA-API mask) and TS_SUMMARIES
+# (summary lines the guest must print, '|'-separated).
 ts_config() {
-	local platform=${1%@*}
+	local platform=${1%@*} edus=1 wo=-1
 	TS_KERNEL_NAME=6.1
 	[ "$platform" != "$1" ] && TS_KERNEL_NAME=${1#*@}
 	case "$TS_KERNEL_NAME" in 6.1|6.12) ;; *) return 1 ;; esac
@@ -158,37 +160,49 @@ ts_config() {
 	TS_APPEND=""
 	TS_DMAR=0
 	TS_SMP=${TS_SMP_DEFAULT:-4}
+	TS_EDU_BITS=64
+	TS_SUMMARIES="bad inputs handled|unauthorized accesses blocked|stress ops|neighbour rounds|largest range"
 	case "$1" in
 	intel)
 		# strict mode, plus the load/unload lifecycle rounds
 		TS_QEMU_ARGS+=(-device intel-iommu,intremap=on)
 		TS_APPEND="intel_iommu=on iommu.strict=1 slab_nomerge ts_lifecycle=${TS_LIFECYCLE:-50}"
-		TS_EXPECT_API=1 TS_DMAR=1 ;;
+		TS_EXPECT_API=1 TS_DMAR=1 wo=0 ;;
 	intel-lazy)
 		TS_QEMU_ARGS+=(-device intel-iommu,intremap=on)
 		TS_APPEND="intel_iommu=on iommu.strict=0"
-		TS_EXPECT_API=1 TS_DMAR=1 ;;
+		TS_EXPECT_API=1 TS_DMAR=1 TS_EDU_BITS=40 wo=0 ;;
 	intel-cm)
 		TS_QEMU_ARGS+=(-device intel-iommu,intremap=on,caching-mode=on)
 		TS_APPEND="intel_iommu=on iommu.strict=0"
-		TS_EXPECT_API=1 TS_DMAR=1 ;;
+		TS_EXPECT_API=1 TS_DMAR=1 wo=0 ;;
+	intel-group)
+		# two edu devices behind one PCI bridge share a group and a
+		# domain; forcedac makes the DMA API hand out high addresses
+		# at once, where a private window would have been
+		TS_QEMU_ARGS+=(-device intel-iommu,intremap=on
+			-device pci-bridge,id=br0,chassis_nr=1)
+		TS_APPEND="intel_iommu=on iommu.strict=1 iommu.forcedac=1"
+		TS_EXPECT_API=1 TS_DMAR=1 wo=0 edus=2
+		TS_SUMMARIES="$TS_SUMMARIES|group classic addresses" ;;
 	intel-pt)
 		# passthrough: identity domain, the fallback path must work
 		TS_QEMU_ARGS+=(-device intel-iommu,intremap=on)
 		TS_APPEND="intel_iommu=on iommu=pt"
-		TS_EXPECT_API=0 ;;
+		TS_EXPECT_API=0 TS_SUMMARIES="" ;;
 	amd)
 		TS_QEMU_ARGS+=(-device amd-iommu)
 		TS_APPEND="iommu.strict=1"
-		TS_EXPECT_API=1 ;;
+		TS_EXPECT_API=1 wo=1
+		[ "$TS_KERNEL_NAME" = 6.12 ] && TS_EDU_BITS=40 ;;
 	virtio)
 		# virtio-iommu: a module on 6.12, loaded by the guest's init
 		TS_QEMU_ARGS=(-machine q35 -device virtio-iommu-pci)
 		TS_APPEND="iommu.strict=1"
-		TS_EXPECT_API=1 ;;
+		TS_EXPECT_API=1 wo=1 ;;
 	none)
 		TS_QEMU_ARGS=(-machine q35)
-		TS_EXPECT_API=0 ;;
+		TS_EXPECT_API=0 TS_EDU_BITS=40 TS_SUMMARIES="" ;;
 	bench-strict|bench-lazy|bench-cm|bench-smoke)
 		# benchmark mode, one vCPU, QEMU tracing the IOTLB
 		# invalidations and the guest's phase markers
@@ -202,14 +216,26 @@ ts_config() {
 		local reps=${TS_BENCH_REPS:-9} maxn=${TS_BENCH_MAX_N:-4096}
 		[ "$1" = bench-smoke ] && reps=2 maxn=16
 		TS_APPEND="intel_iommu=on iommu.strict=$strict ts_params=bench=1:bench_reps=$reps:bench_max_n=$maxn"
-		TS_EXPECT_API=1 TS_SMP=1 ;;
+		TS_EXPECT_API=1 TS_SMP=1 TS_SUMMARIES="" ;;
 	*)
 		return 1 ;;
 	esac
-	TS_QEMU_ARGS+=(-device edu,dma_mask=0xffffffffff)
+	local mask
+	mask=$(printf '%#x' $(((1 << TS_EDU_BITS) - 1)))
+	[ "$TS_EDU_BITS" = 64 ] && mask=0xffffffffffffffff
+	if [ "$edus" = 2 ]; then
+		TS_QEMU_ARGS+=(-device "edu,bus=br0,addr=1.0,dma_mask=$mask"
+			-device "edu,bus=br0,addr=2.0,dma_mask=$mask")
+	else
+		TS_QEMU_ARGS+=(-device "edu,dma_mask=$mask")
+	fi
+	case "$TS_APPEND" in
+	*ts_params=*) TS_APPEND="$TS_APPEND:hw_dma_bits=$TS_EDU_BITS:write_only=$wo" ;;
+	*) TS_APPEND="$TS_APPEND ts_params=hw_dma_bits=$TS_EDU_BITS:write_only=$wo" ;;
+	esac
 }
 
-TS_CONFIGS_ALL="intel intel-lazy intel-cm amd intel-pt none intel@6.12 virtio@6.12 amd@6.12 intel-pt@6.12 none@6.12"
+TS_CONFIGS_ALL="intel intel-lazy intel-cm intel-group amd intel-pt none intel@6.12 intel-group@6.12 virtio@6.12 amd@6.12 intel-pt@6.12 none@6.12"
 
 # TCG always; KVM only when asked for with TWOSTEP_KVM=1 and usable.
 ts_accel() {
@@ -243,11 +269,14 @@ ts_boot() {
 # Prints "passed failed skipped" on the last line of stdout.
 ts_parse() {
 	local cfg=$1 rc=$2 log=$TS_RESULTS/$1.log
-	local dmar=0
+	local dmar=0 sums=""
 	[ "$cfg" = dkms ] && dmar=1
-	ts_config "$cfg" 2>/dev/null && dmar=$TS_DMAR
+	ts_config "$cfg" 2>/dev/null && dmar=$TS_DMAR sums=$TS_SUMMARIES
+	# only when all cases ran: a case filter leaves summaries out
+	[ -n "${TWOSTEP_CASES:-}" ] && sums=""
 	awk -v cfg="$cfg" -v rc="$rc" -v prefix="$TS_KTAP_PREFIX" \
-		-v qlog="$TS_RESULTS/$cfg.qemu.log" -v dmar="$dmar" '
+		-v qlog="$TS_RESULTS/$cfg.qemu.log" -v dmar="$dmar" \
+		-v sums="$sums" '
 	function problem(msg) { printf "  %s: %s\n", cfg, msg; infra++ }
 	index($0, prefix) {
 		line = substr($0, index($0, prefix) + length(prefix))
@@ -266,7 +295,10 @@ ts_parse() {
 			next
 		}
 		if (line ~ /^    # /) { print "  " cfg "     " line }
-		if (line ~ /^# summary: /) { print "  " cfg "     " line }
+		if (line ~ /^# summary: /) {
+			print "  " cfg "     " line
+			summary[++nsummary] = line
+		}
 		if (line ~ /^# dmar-window begin/) { window = 1; faults = 0 }
 		if (line ~ /^# dmar-window end expected=/) {
 			window = 0; expected = line; sub(/.*expected=/, "", expected)
@@ -303,6 +335,17 @@ ts_parse() {
 		if (!seen_rc) problem("self-test load result not reported")
 		else if ((src == 0) != (fail == 0)) problem("module load returned " src " with " fail+0 " failed case(s)")
 		if (!ended) problem("guest did not finish")
+		# summary lines the configuration must print
+		nsum = sums == "" ? 0 : split(sums, want, "|")
+		for (i = 1; i <= nsum; i++) {
+			found = 0
+			for (j = 1; j <= nsummary; j++)
+				if (index(summary[j], "# summary: " want[i]))
+					found = 1
+			printf "  %-9s %s summary_printed: %s\n", cfg,
+				(found ? "ok  " : "FAIL"), want[i]
+			if (found) pass++; else fail++
+		}
 		if (dmar && dmar_checked) {
 			printf "  %-9s %s dmar_faults_reported (expected %d, guest logged %d)\n", cfg,
 				(faults == expected ? "ok  " : "FAIL"), expected, faults

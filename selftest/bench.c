@@ -23,7 +23,7 @@
 #include <linux/sort.h>
 #include <linux/vmalloc.h>
 
-#include "compat.h"
+#include "kcompat.h"
 #include "helpers.h"
 
 #define BM_MARK_REG	0x40	/* unused config dword of edu */
@@ -147,9 +147,8 @@ static int bm_run(struct bm *b, enum bm_method m, unsigned int si,
 		 * Beyond the 4 MiB block the physical range is not ours;
 		 * nothing reaches it, only page tables are written.
 		 */
-		ret = twostep_compat_map(b->dom, st.addr,
-					 page_to_phys(b->block), len,
-					 bm_prot());
+		ret = ts_iommu_map(b->dom, st.addr, page_to_phys(b->block),
+				   len, bm_prot());
 		break;
 	default:
 		break;

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * twostep self-test: the edu PCI driver. Binds the device, checks it is
- * alive, enables bus mastering and MSI, attaches it to twostep and offers
- * one guarded DMA primitive, edu_dma().
+ * twostep self-test: the edu PCI driver. Binds up to two devices (the
+ * second one, where QEMU has it, is a peer in the same IOMMU group for the
+ * group case), checks they are alive, sets the DMA mask to what the device
+ * really drives, enables bus mastering and MSI and offers one guarded DMA
+ * primitive, edu_dma(). Like a real user of the two-step API it does no
+ * twostep set-up at all.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -18,13 +21,16 @@
 /* Generous: a transfer takes 100 ms of the guest's virtual clock. */
 #define EDU_DMA_TIMEOUT_MS	10000
 
-static struct edu_dev *edu_bound;
+#define EDU_MAX_DEVS	2
+
+static struct edu_dev *edu_bound[EDU_MAX_DEVS];
 static unsigned int edu_hw_dma_bits;
 static bool edu_detach_on_remove;
 
-struct edu_dev *edu_get(void)
+/* The @i-th bound device (0: the one under test, 1: its peer) or NULL. */
+struct edu_dev *edu_get(unsigned int i)
 {
-	return edu_bound;
+	return i < EDU_MAX_DEVS ? edu_bound[i] : NULL;
 }
 
 static irqreturn_t edu_irq(int irq, void *data)
@@ -118,9 +124,12 @@ static int edu_check_identity(struct edu_dev *edu)
 static int edu_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
 	struct edu_dev *edu;
+	unsigned int slot;
 	int ret;
 
-	if (edu_bound)
+	for (slot = 0; slot < EDU_MAX_DEVS && edu_bound[slot]; slot++)
+		;
+	if (slot == EDU_MAX_DEVS)
 		return -EBUSY;
 	edu = devm_kzalloc(&pdev->dev, sizeof(*edu), GFP_KERNEL);
 	if (!edu)
@@ -142,7 +151,9 @@ static int edu_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		return ret;
 
 	pci_set_master(pdev);
-	ret = dma_set_mask_and_coherent(&pdev->dev, DMA_BIT_MASK(32));
+	/* all the device drives: QEMU's dma_mask property, told by the host */
+	ret = dma_set_mask_and_coherent(&pdev->dev,
+					DMA_BIT_MASK(edu_hw_dma_bits));
 	if (ret)
 		return ret;
 	ret = pci_alloc_irq_vectors(pdev, 1, 1, PCI_IRQ_MSI);
@@ -153,11 +164,10 @@ static int edu_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (ret)
 		goto err_free_vectors;
 
-	edu->attach_ret = twostep_attach(&pdev->dev, edu->ram_limit);
 	pci_set_drvdata(pdev, edu);
-	edu_bound = edu;
-	dev_info(&pdev->dev, "edu bound, irq %d, twostep attach %d\n",
-		 edu->irq, edu->attach_ret);
+	edu_bound[slot] = edu;
+	dev_info(&pdev->dev, "edu %u bound, irq %d, DMA mask %u bits\n", slot,
+		 edu->irq, edu_hw_dma_bits);
 	return 0;
 
 err_free_vectors:
@@ -168,13 +178,18 @@ err_free_vectors:
 static void edu_remove(struct pci_dev *pdev)
 {
 	struct edu_dev *edu = pci_get_drvdata(pdev);
+	struct twostep_stats s;
+	unsigned int i;
 
-	if (!edu->attach_ret && edu_detach_on_remove)
+	/* twostep gives back at unbind by itself; detach is optional */
+	if (edu_detach_on_remove && !twostep_get_stats(&pdev->dev, &s))
 		twostep_detach(&pdev->dev);
 	free_irq(edu->irq, edu);
 	pci_free_irq_vectors(pdev);
 	pci_clear_master(pdev);
-	edu_bound = NULL;
+	for (i = 0; i < EDU_MAX_DEVS; i++)
+		if (edu_bound[i] == edu)
+			edu_bound[i] = NULL;
 }
 
 static const struct pci_device_id edu_ids[] = {

@@ -48,7 +48,6 @@
  * @ram_limit: highest RAM-side address the device can generate
  * @dead: set after a timeout; no further DMA is started
  * @dma_started: transfers handed to the device
- * @attach_ret: result of twostep_attach() at probe
  */
 struct edu_dev {
 	struct pci_dev *pdev;
@@ -59,12 +58,11 @@ struct edu_dev {
 	u64 ram_limit;
 	bool dead;
 	unsigned long dma_started;
-	int attach_ret;
 };
 
 int edu_dma(struct edu_dev *edu, dma_addr_t ram, u32 dev_off, u32 len,
 	    bool to_ram);
-struct edu_dev *edu_get(void);
+struct edu_dev *edu_get(unsigned int i);
 int edu_driver_register(unsigned int hw_dma_bits, bool detach_on_remove);
 void edu_driver_unregister(void);
 

@@ -14,18 +14,23 @@
 
 #include "helpers.h"
 
-#define TS_USED_MAX	128
+#define TS_USED_MAX	1024
 
 /* Coherent buffer the checks use to load and read the device buffer. */
 u8 *ts_probe;
 dma_addr_t ts_probe_dma;
 
-/* Every IOVA range handed out, for the final leak check. */
+/*
+ * The IOVA handed out through ts_try_alloc(), as merged intervals, for the
+ * final leak check; ts_dropped counts ranges that did not fit.
+ */
 static struct {
 	dma_addr_t addr;
 	size_t size;
 } ts_used[TS_USED_MAX];
+static DEFINE_SPINLOCK(ts_used_lock);
 unsigned int ts_nused;
+unsigned long ts_dropped;
 
 u32 ts_rand(u32 *s)
 {
@@ -55,13 +60,93 @@ u8 ts_secret(u32 seed, size_t idx)
 	return 0x80 | ts_pat(seed, idx);
 }
 
+/*
+ * Remember [addr, addr + size): merged into a recorded interval it
+ * overlaps or touches, else a new one.
+ */
 void ts_note(dma_addr_t addr, size_t size)
 {
-	if (ts_nused < TS_USED_MAX) {
-		ts_used[ts_nused].addr = addr;
-		ts_used[ts_nused].size = size;
-		ts_nused++;
+	dma_addr_t end = addr + size;
+	unsigned long flags;
+	unsigned int i;
+
+	spin_lock_irqsave(&ts_used_lock, flags);
+	for (i = 0; i < ts_nused; i++) {
+		dma_addr_t lo = ts_used[i].addr;
+		dma_addr_t hi = lo + ts_used[i].size;
+
+		if (addr <= hi && lo <= end) {
+			ts_used[i].addr = min(lo, addr);
+			ts_used[i].size = max(hi, end) - ts_used[i].addr;
+			break;
+		}
 	}
+	if (i == ts_nused) {
+		if (ts_nused < TS_USED_MAX) {
+			ts_used[ts_nused].addr = addr;
+			ts_used[ts_nused].size = size;
+			ts_nused++;
+		} else {
+			ts_dropped++;
+		}
+	}
+	spin_unlock_irqrestore(&ts_used_lock, flags);
+}
+
+/* A device with no IOMMU group: an ancestor of the device under test. */
+struct device *ts_dev_without_iommu(struct ts *t)
+{
+	struct device *d = t->dev->parent;
+
+	while (d && d->iommu_group)
+		d = d->parent;
+	return d;
+}
+
+/* try_alloc, and remember the range for the leak check. */
+bool ts_try_alloc(struct ts *t, struct twostep_iova_state *st,
+		  phys_addr_t phys, size_t size)
+{
+	if (!twostep_iova_try_alloc(t->dev, st, phys, size))
+		return false;
+	ts_note(st->addr, size);
+	return true;
+}
+
+/* Does the two-step API work for the device under test? */
+bool ts_api_probe(struct ts *t)
+{
+	struct twostep_iova_state st;
+
+	if (!ts_try_alloc(t, &st, 0, PAGE_SIZE))
+		return false;
+	twostep_iova_free(t->dev, &st);
+	return true;
+}
+
+/* One granule more than the device (DMA mask) or its domain can address. */
+u64 ts_too_large(struct ts *t)
+{
+	struct iommu_domain *dom = ts_domain(t);
+	u64 lim = dma_get_mask(t->dev);
+
+	if (dom && dom->geometry.force_aperture)
+		lim = min_t(u64, lim, dom->geometry.aperture_end);
+	if (lim >= (1ULL << 47))
+		return 1ULL << 48;
+	return lim + 1 + PAGE_SIZE;
+}
+
+/* Does [addr, addr + size) touch a chunk twostep reserved for @dev? */
+bool ts_in_chunks(struct device *dev, dma_addr_t addr, size_t size)
+{
+	u64 start, len;
+	unsigned int i;
+
+	for (i = 0; !twostep_get_chunk(dev, i, &start, &len); i++)
+		if (addr <= start + (len - 1) && start <= addr + (size - 1))
+			return true;
+	return false;
 }
 
 struct iommu_domain *ts_domain(struct ts *t)
@@ -240,13 +325,11 @@ int ts_map_setup(struct ts *t, struct ts_map *m, unsigned int n,
 	if (!TS_EXPECT(t, !ret, "page allocation: %d", ret))
 		return ret;
 	ts_pages_fill(&m->p, seed);
-	if (!TS_EXPECT(t, twostep_iova_try_alloc(t->dev, &m->st, 0,
-						 n * PAGE_SIZE),
+	if (!TS_EXPECT(t, ts_try_alloc(t, &m->st, 0, n * PAGE_SIZE),
 		       "try_alloc of %u pages", n)) {
 		ts_pages_put(&m->p);
 		return -ENOMEM;
 	}
-	ts_note(m->st.addr, n * PAGE_SIZE);
 	for (i = 0; i < n; i++) {
 		ret = twostep_iova_link(t->dev, &m->st,
 					page_to_phys(m->p.pg[i]),
@@ -273,16 +356,6 @@ void ts_stats(struct ts *t, struct twostep_stats *s)
 {
 	memset(s, 0, sizeof(*s));
 	TS_EXPECT(t, !twostep_get_stats(t->dev, s), "stats");
-}
-
-/* Attach the device to twostep again after a case detached it. */
-int ts_reattach(struct ts *t)
-{
-	int ret = twostep_attach(t->dev, t->edu->ram_limit);
-
-	t->edu->attach_ret = ret;
-	t->api = !ret;
-	return ret;
 }
 
 /* Pages still translated anywhere a range was handed out during the run. */

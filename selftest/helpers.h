@@ -34,11 +34,18 @@ struct ts_map {
 extern u8 *ts_probe;
 extern dma_addr_t ts_probe_dma;
 extern unsigned int ts_nused;
+extern unsigned long ts_dropped;
 
 u32 ts_rand(u32 *s);
 u8 ts_pat(u32 seed, size_t idx);
 u8 ts_secret(u32 seed, size_t idx);
 void ts_note(dma_addr_t addr, size_t size);
+bool ts_try_alloc(struct ts *t, struct twostep_iova_state *st,
+		  phys_addr_t phys, size_t size);
+bool ts_api_probe(struct ts *t);
+struct device *ts_dev_without_iommu(struct ts *t);
+u64 ts_too_large(struct ts *t);
+bool ts_in_chunks(struct device *dev, dma_addr_t addr, size_t size);
 struct iommu_domain *ts_domain(struct ts *t);
 unsigned int ts_mapped_pages(struct ts *t, dma_addr_t addr,
 			     size_t size);
@@ -60,7 +67,6 @@ void ts_map_teardown(struct ts *t, struct ts_map *m,
 		     enum dma_data_direction dir);
 void ts_stats(struct ts *t, struct twostep_stats *s);
 unsigned int ts_used_mapped(struct ts *t);
-int ts_reattach(struct ts *t);
 void ts_pages_fill_block(struct page *block, unsigned int n, u32 seed);
 
 #endif /* _TWOSTEP_HELPERS_H */

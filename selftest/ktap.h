@@ -23,7 +23,8 @@
  * struct ts - state shared by the cases of one run
  * @edu: the bound device
  * @dev: its struct device
- * @api: twostep is attached to @dev
+ * @peer: a second edu device in the same IOMMU group, or NULL
+ * @api: twostep_iova_try_alloc() works for @dev
  * @expect_api: 1 the platform must offer the API, 0 it must not, -1 unknown
  * @failed: assertions failed in the current case
  * @skip: reason for TS_SKIP
@@ -36,10 +37,15 @@
  * @bench: run the benchmark instead of the cases
  * @bench_reps: repetitions of each benchmark measurement
  * @bench_max_n: largest number of pages benchmarked
+ * @bench_mask: benchmark methods to run
+ * @write_only: 1 the IOMMU driver enforces write-only mappings, 0 not, -1 ?
+ * @large_range: bytes of the largest range case
+ * @neighbour_rounds: rounds of each thread of the neighbour race case
  */
 struct ts {
 	struct edu_dev *edu;
 	struct device *dev;
+	struct edu_dev *peer;
 	bool api;
 	int expect_api;
 	unsigned int failed;
@@ -53,6 +59,9 @@ struct ts {
 	unsigned int bench_reps;
 	unsigned int bench_max_n;
 	unsigned int bench_mask;
+	int write_only;
+	unsigned long large_range;
+	unsigned int neighbour_rounds;
 };
 
 /**
@@ -69,6 +78,8 @@ struct ts_case {
 
 extern const struct ts_case ts_robust_cases[];
 extern const unsigned int ts_robust_ncases;
+extern const struct ts_case ts_device_cases[];
+extern const unsigned int ts_device_ncases;
 extern const struct ts_case ts_bench_cases[];
 extern const unsigned int ts_bench_ncases;
 

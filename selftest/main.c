@@ -57,12 +57,26 @@ MODULE_PARM_DESC(bench_mask, "benchmark methods to run, one bit each (default: a
 static bool detach_on_remove = true;
 module_param(detach_on_remove, bool, 0444);
 MODULE_PARM_DESC(detach_on_remove,
-		 "detach from twostep when the device is unbound (0 tests twostep's unload clean-up)");
+		 "call twostep_detach() when the device is unbound (0 leaves it to twostep's unbind notifier)");
 
 static uint hw_dma_bits = 40;
 module_param(hw_dma_bits, uint, 0444);
 MODULE_PARM_DESC(hw_dma_bits,
-		 "address bits the edu device really drives (its dma_mask property)");
+		 "address bits the edu device really drives (its dma_mask property); the DMA-API mask is set to it");
+
+static int write_only = -1;
+module_param(write_only, int, 0444);
+MODULE_PARM_DESC(write_only,
+		 "1: the IOMMU driver enforces write-only mappings, 0: it does not (Intel), -1: unknown");
+
+static ulong large_range = 64UL << 30;
+module_param(large_range, ulong, 0444);
+MODULE_PARM_DESC(large_range, "bytes of the largest range case (0: skip it)");
+
+static uint neighbour_rounds = 100000;
+module_param(neighbour_rounds, uint, 0444);
+MODULE_PARM_DESC(neighbour_rounds,
+		 "link/unlink rounds of each thread of the neighbour race case");
 
 static int __init twostep_selftest_init(void)
 {
@@ -77,7 +91,7 @@ static int __init twostep_selftest_init(void)
 	ret = edu_driver_register(hw_dma_bits, detach_on_remove);
 	if (ret)
 		return ret;
-	edu = edu_get();
+	edu = edu_get(0);
 	if (!edu) {
 		ktap_line("KTAP version 1");
 		ktap_line("1..0");
@@ -88,8 +102,11 @@ static int __init twostep_selftest_init(void)
 	}
 	t.edu = edu;
 	t.dev = &edu->pdev->dev;
-	t.api = !edu->attach_ret;
+	t.peer = edu_get(1);
 	t.expect_api = expect_api;
+	t.write_only = write_only;
+	t.large_range = large_range;
+	t.neighbour_rounds = neighbour_rounds;
 	t.seed = seed;
 	t.stress_ops = stress_ops;
 	t.stress_seed = stress_seed ? stress_seed : seed;

@@ -35,4 +35,16 @@ static inline int twostep_compat_map(struct iommu_domain *domain,
 #endif
 }
 
+/* The driver's sync after map; 6.1's returns nothing, later ones an error. */
+static inline int twostep_compat_sync_map(struct iommu_domain *domain,
+					  unsigned long iova, size_t size)
+{
+#ifdef TWOSTEP_HAVE_SYNC_MAP_INT
+	return domain->ops->iotlb_sync_map(domain, iova, size);
+#else
+	domain->ops->iotlb_sync_map(domain, iova, size);
+	return 0;
+#endif
+}
+
 #endif /* _TWOSTEP_COMPAT_H */

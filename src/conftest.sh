@@ -1,8 +1,10 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 # Feature probes for src/compat.h: prints -DTWOSTEP_HAVE_* flags for the
-# kernel build tree given as $1 (its Module.symvers lists exported symbols).
+# kernel build tree given as $1 (its Module.symvers lists exported symbols)
+# and its source tree $2 (headers).
 objtree=$1
+srctree=${2:-$1}
 symvers=$objtree/Module.symvers
 
 have_symbol() {
@@ -10,5 +12,13 @@ have_symbol() {
 		"$symvers"
 }
 
+# the member's declaration may wrap: join the lines first
+have_decl() {
+	[ -r "$srctree/$1" ] &&
+		tr '\n\t' '  ' <"$srctree/$1" | grep -q -- "$2"
+}
+
 have_symbol iommu_map_atomic && printf ' -DTWOSTEP_HAVE_IOMMU_MAP_ATOMIC'
+have_decl include/linux/iommu.h 'int (\*iotlb_sync_map)' &&
+	printf ' -DTWOSTEP_HAVE_SYNC_MAP_INT'
 echo

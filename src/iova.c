@@ -1,92 +1,74 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * twostep: the IOVA calls. Every live range is tracked with two bitmaps,
- * one bit per granule: "linked" (mapped) and "head" (a link starts here).
- * They let every call check its input against what really is mapped, and
- * let unlink, destroy and detach unmap exactly what was linked with one
- * gathered IOTLB flush.
+ * twostep: the IOVA calls. Each checks its input against what really is
+ * allocated and linked (ctx.c, links.c), maps with the domain's own
+ * map_pages callback at the largest page sizes the domain supports, and
+ * unmaps with one gathered IOTLB flush.
  *
- * The hot path takes no lock: the device's context and the range are
- * found under RCU (an RCU list and an xarray), and links claim their
- * granules with atomic word operations on the bitmap, so concurrent calls
- * on different states of one device, or from interrupt context, never
- * wait for each other.
+ * After try_alloc the hot path takes no lock: the device's context and the
+ * range are found under RCU (a list and an xarray), and links claim their
+ * granules with atomic word operations, so concurrent calls on one device,
+ * or from interrupt context, never wait for each other.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
-#include <linux/bitmap.h>
-#include <linux/bitops.h>
 #include <linux/dma-mapping.h>
 #include <linux/overflow.h>
-#include <linux/slab.h>
 
 #include "compat.h"
-#include "twostep_internal.h"
-
-static inline unsigned long twostep_granule(struct twostep_ctx *ctx)
-{
-	return 1UL << ctx->shift;
-}
+#include "ctx.h"
 
 /*
- * xarray index of the range starting at granule @pfn: counted down from
- * the top of the window, where the allocator hands out ranges first, so
- * the tree stays shallow.
+ * Resolve @dev and @state into a context and a live allocation. Called
+ * under rcu_read_lock(); the results stay valid until rcu_read_unlock().
  */
-static inline unsigned long twostep_index(struct twostep_ctx *ctx,
-					  unsigned long pfn)
+static int twostep_resolve(struct device *dev,
+			   const struct twostep_iova_state *state,
+			   struct twostep_ctx **ctxp, struct twostep_alloc **ap,
+			   const char **why)
 {
-	return ctx->limit_pfn - pfn;
+	struct twostep_ctx *ctx = dev ? twostep_ctx_find(dev) : NULL;
+
+	*ctxp = ctx;
+	if (!ctx) {
+		*why = "twostep holds nothing for the device";
+		return -ENODEV;
+	}
+	if (!state || !state->__size) {
+		*why = "state holds no allocation";
+		return -ENOENT;
+	}
+	*ap = twostep_alloc_find(ctx, state->addr, state->__size);
+	if (!*ap) {
+		*why = "state does not match a live allocation";
+		return -ENOENT;
+	}
+	return 0;
 }
 
-/*
- * Atomically set bits [start, start + count) unless one of them is set
- * already; then leave the bitmap as it was and return false.
- */
-static bool twostep_bits_claim(unsigned long *map, unsigned long start,
-			       unsigned long count)
+/* Translate [offset, offset + size) of an allocation into granules. */
+static int twostep_granules(struct twostep_ctx *ctx, struct twostep_alloc *a,
+			    size_t offset, size_t size, unsigned long *first,
+			    unsigned long *count, const char **why)
 {
-	unsigned long end = start + count, i = start, old, mask;
+	u64 pad = a->addr - a->base;
+	u64 end;
 
-	while (i < end) {
-		unsigned long word = BIT_WORD(i);
-		unsigned long last = min(end, (word + 1) * BITS_PER_LONG);
-
-		mask = BITMAP_FIRST_WORD_MASK(i) & BITMAP_LAST_WORD_MASK(last);
-		old = atomic_long_fetch_or(mask, (atomic_long_t *)&map[word]);
-		if (old & mask) {
-			/* undo what this call set, in this word and before */
-			atomic_long_andnot(mask & ~old,
-					   (atomic_long_t *)&map[word]);
-			while (word-- > BIT_WORD(start)) {
-				unsigned long first = max(start,
-							  word * BITS_PER_LONG);
-
-				atomic_long_andnot(BITMAP_FIRST_WORD_MASK(first),
-						   (atomic_long_t *)&map[word]);
-			}
-			return false;
-		}
-		i = last;
+	if (!size) {
+		*why = "size 0";
+		return -EINVAL;
 	}
-	return true;
-}
-
-/* Atomically clear bits [start, start + count), a word at a time. */
-static void twostep_bits_clear(unsigned long *map, unsigned long start,
-			       unsigned long count)
-{
-	unsigned long end = start + count, i = start;
-
-	while (i < end) {
-		unsigned long word = BIT_WORD(i);
-		unsigned long last = min(end, (word + 1) * BITS_PER_LONG);
-
-		atomic_long_andnot(BITMAP_FIRST_WORD_MASK(i) &
-				   BITMAP_LAST_WORD_MASK(last),
-				   (atomic_long_t *)&map[word]);
-		i = last;
+	if (check_add_overflow((u64)offset, (u64)size, &end)) {
+		*why = "offset + size overflows";
+		return -ERANGE;
 	}
+	if (end > (a->size & TWOSTEP_IOVA_SIZE_MASK)) {
+		*why = "range reaches past the allocation";
+		return -ERANGE;
+	}
+	*first = (pad + offset) >> ctx->shift;
+	*count = ((pad + end - 1) >> ctx->shift) - *first + 1;
+	return 0;
 }
 
 static int twostep_prot(struct twostep_ctx *ctx, enum dma_data_direction dir,
@@ -108,64 +90,34 @@ static int twostep_prot(struct twostep_ctx *ctx, enum dma_data_direction dir,
 	}
 }
 
-/* Translate [offset, offset + size) of an allocation into granules. */
-static int twostep_granules(struct twostep_ctx *ctx, struct twostep_alloc *a,
-			    size_t offset, size_t size, unsigned long *first,
-			    unsigned long *count, const char **why)
-{
-	u64 pad = a->addr - a->base;
-	u64 end;
-
-	if (!size) {
-		*why = "size 0";
-		return -EINVAL;
-	}
-	if (check_add_overflow((u64)offset, (u64)size, &end)) {
-		*why = "offset + size overflows";
-		return -ERANGE;
-	}
-	if (end > a->size) {
-		*why = "range reaches past the allocation";
-		return -ERANGE;
-	}
-	*first = (pad + offset) >> ctx->shift;
-	*count = ((pad + end - 1) >> ctx->shift) - *first + 1;
-	return 0;
-}
-
 /*
- * Resolve @dev and @state into a context and a live allocation. Called
- * under rcu_read_lock(); the results stay valid until rcu_read_unlock().
+ * The largest page size the domain supports for mapping at @iova from
+ * @paddr with @size left, and how many such pages to map: all that fit,
+ * but where @iova and @paddr agree modulo a larger page size, only up to
+ * the next boundary of that size, so that the rest can use it.
  */
-static int twostep_resolve(struct device *dev,
-			   const struct twostep_iova_state *state,
-			   struct twostep_ctx **ctxp, struct twostep_alloc **ap,
-			   const char **why)
+static size_t twostep_pgsize(struct twostep_ctx *ctx, unsigned long iova,
+			     phys_addr_t paddr, size_t size, size_t *count)
 {
-	struct twostep_ctx *ctx = dev ? twostep_ctx_find(dev) : NULL;
-	struct twostep_alloc *a;
+	unsigned long bitmap = ctx->domain->pgsize_bitmap, sizes, larger;
+	unsigned long addr_merge = iova | paddr;
+	unsigned int shift;
 
-	*ctxp = ctx;
-	if (!ctx) {
-		*why = "device not attached";
-		return -ENODEV;
+	/* no larger than what is left, nor than both addresses' alignment */
+	sizes = bitmap & GENMASK(__fls(size), 0);
+	if (addr_merge)
+		sizes &= GENMASK(__ffs(addr_merge), 0);
+	shift = __fls(sizes);
+	*count = size >> shift;
+	larger = bitmap & ~GENMASK(shift, 0);
+	if (larger) {
+		unsigned long next = BIT(__ffs(larger));
+
+		if (!((iova ^ paddr) & (next - 1)) && (iova & (next - 1)))
+			*count = min_t(size_t, *count,
+				       (next - (iova & (next - 1))) >> shift);
 	}
-	if (!state || !state->__size) {
-		*why = "state holds no allocation";
-		return -ENOENT;
-	}
-	if (state->addr < ctx->win_start || state->addr > ctx->win_end) {
-		*why = "state does not match a live allocation";
-		return -ENOENT;
-	}
-	a = xa_load(&ctx->allocs,
-		    twostep_index(ctx, state->addr >> ctx->shift));
-	if (!a || a->addr != state->addr || a->size != state->__size) {
-		*why = "state does not match a live allocation";
-		return -ENOENT;
-	}
-	*ap = a;
-	return 0;
+	return BIT(shift);
 }
 
 /* Map [iova, iova + size) to paddr without any IOTLB sync. */
@@ -173,34 +125,33 @@ static int twostep_map(struct twostep_ctx *ctx, unsigned long iova,
 		       phys_addr_t paddr, size_t size, int prot)
 {
 	const struct iommu_domain_ops *ops = ctx->domain->ops;
-	atomic_t *fail = &twostep_fail_countdown[TWOSTEP_FAIL_MAP];
 	struct iommu_iotlb_gather gather;
-	size_t done = 0;
+	size_t done = 0, pgsize, count, mapped;
 	int ret = 0;
 
 	while (done < size) {
-		size_t count = (size - done) >> ctx->shift, mapped = 0;
-
-		if (unlikely(atomic_read(fail))) {
+		mapped = 0;
+		pgsize = twostep_pgsize(ctx, iova + done, paddr + done,
+					size - done, &count);
+		if (unlikely(atomic_read(&twostep_fail_countdown[TWOSTEP_FAIL_MAP]))) {
 			/* fault injection: one granule at a time */
 			if (twostep_should_fail(TWOSTEP_FAIL_MAP)) {
 				ret = -ENOMEM;
 				break;
 			}
+			pgsize = 1UL << ctx->shift;
 			count = 1;
 		}
 		if (ops->map_pages) {
 			ret = ops->map_pages(ctx->domain, iova + done,
-					     paddr + done, twostep_granule(ctx),
-					     count, prot, GFP_ATOMIC, &mapped);
+					     paddr + done, pgsize, count, prot,
+					     GFP_ATOMIC, &mapped);
 		} else {
-			mapped = count << ctx->shift;
 			ret = twostep_compat_map_atomic(ctx->domain,
 							iova + done,
-							paddr + done, mapped,
-							prot);
-			if (ret)
-				mapped = 0;
+							paddr + done,
+							pgsize * count, prot);
+			mapped = ret ? 0 : pgsize * count;
 		}
 		done += mapped;
 		if (ret)
@@ -218,145 +169,58 @@ static int twostep_map(struct twostep_ctx *ctx, unsigned long iova,
 	return ret;
 }
 
-/*
- * Add every linked run of @a to @gather; the caller syncs when this
- * returns true. Some drivers (virtio-iommu) queue unmaps without touching
- * the gather, so whether to sync is known from the calls, not the gather.
+/**
+ * twostep_iova_try_alloc - try to allocate an IOVA range for a device
+ * @dev: device
+ * @state: IOVA state, zeroed first and filled in on success
+ * @phys: only its offset inside an IOVA granule is used
+ * @size: size of the range in bytes
+ *
+ * Return: true when the range is allocated, false when the caller must use
+ * the regular DMA API instead.
  */
-static bool twostep_unmap_linked(struct twostep_ctx *ctx,
-				 struct twostep_alloc *a,
-				 struct iommu_iotlb_gather *gather)
-{
-	unsigned long start, end = 0;
-	size_t len, unmapped;
-	bool any = false;
-
-	for (;;) {
-		start = find_next_bit(a->linked, a->nr, end);
-		if (start >= a->nr)
-			break;
-		end = find_next_zero_bit(a->linked, a->nr, start);
-		len = (size_t)(end - start) << ctx->shift;
-		unmapped = iommu_unmap_fast(ctx->domain,
-					    a->base + (start << ctx->shift),
-					    len, gather);
-		WARN_ONCE(unmapped != len,
-			  "twostep: unmapped %zu of %zu bytes\n", unmapped, len);
-		any = true;
-	}
-	return any;
-}
-
-/*
- * Unmap everything @a still has with one flush, return its IOVA and free
- * it once no lookup can see it any more. @a is already out of the xarray.
- */
-static void twostep_alloc_release(struct twostep_ctx *ctx,
-				  struct twostep_alloc *a)
-{
-	struct iommu_iotlb_gather gather;
-
-	iommu_iotlb_gather_init(&gather);
-	/* No stale IOTLB entry may outlive the IOVA's return to the pool. */
-	if (twostep_unmap_linked(ctx, a, &gather))
-		iommu_iotlb_sync(ctx->domain, &gather);
-	__free_iova(&ctx->iovad, a->iova);
-	atomic_dec(&twostep_live_allocs);
-	kfree_rcu(a, rcu);
-}
-
-/* Detach: release every range left; reports them once. */
-void twostep_ctx_release_all(struct twostep_ctx *ctx)
-{
-	unsigned long left = 0, granules = 0, index;
-	struct twostep_alloc *a;
-
-	xa_for_each(&ctx->allocs, index, a) {
-		xa_erase_irq(&ctx->allocs, index);
-		left++;
-		granules += bitmap_weight(a->linked, a->nr);
-		twostep_alloc_release(ctx, a);
-	}
-	atomic_long_set(&ctx->live_allocs, 0);
-	atomic_long_set(&ctx->linked_granules, 0);
-	if (left)
-		dev_warn_once(ctx->dev, "twostep: detach: %lu live allocation(s) with %lu linked granule(s) unmapped and freed\n",
-			      left, granules);
-}
-
 bool twostep_iova_try_alloc(struct device *dev,
 			    struct twostep_iova_state *state,
 			    phys_addr_t phys, size_t size)
 {
-	struct twostep_ctx *ctx;
 	struct twostep_alloc *a;
-	unsigned long nr, flags;
-	size_t bitmap_bytes;
-	struct iova *iova;
-	u64 pad, window;
-	void *old;
 
 	if (!state)
 		return false;
 	memset(state, 0, sizeof(*state));
-	ctx = twostep_ctx_find(dev);
-	if (!ctx)
+	if (!dev)
 		return false;
 	if (!size || ((u64)size & TWOSTEP_IOVA_SIZE_RESERVED)) {
-		twostep_misuse(ctx, dev, "try_alloc: size %#llx", (u64)size);
+		rcu_read_lock();
+		twostep_misuse(twostep_ctx_find(dev), dev,
+			       "try_alloc: size %#llx", (u64)size);
+		rcu_read_unlock();
 		return false;
 	}
-	if (dma_get_mask(dev) >= ctx->win_start ||
-	    dev->coherent_dma_mask >= ctx->win_start) {
-		twostep_misuse(ctx, dev,
-			       "try_alloc: DMA-API mask raised into the window");
+	/* larger than any IOMMU domain can hold */
+	if ((u64)size > TWOSTEP_IOVA_SIZE_MASK - PAGE_SIZE)
 		return false;
-	}
-	might_sleep();
-
-	pad = phys & (twostep_granule(ctx) - 1);
-	nr = DIV_ROUND_UP((u64)size + pad, twostep_granule(ctx));
-	window = ((ctx->win_end - ctx->win_start) >> ctx->shift) + 1;
-	if (nr > window)
-		return false;
-
-	bitmap_bytes = BITS_TO_LONGS(nr) * sizeof(unsigned long);
-	a = kzalloc(sizeof(*a) + 2 * bitmap_bytes, GFP_KERNEL | __GFP_NOWARN);
+	a = twostep_alloc_new(dev, phys, size);
 	if (!a)
 		return false;
-	iova = twostep_should_fail(TWOSTEP_FAIL_IOVA) ? NULL :
-	       alloc_iova(&ctx->iovad, nr, ctx->limit_pfn, false);
-	if (!iova)
-		goto err_free_alloc;
-	a->iova = iova;
-	a->nr = nr;
-	a->base = (dma_addr_t)iova->pfn_lo << ctx->shift;
-	a->addr = a->base + pad;
-	a->size = size;
-	a->linked = (unsigned long *)(a + 1);
-	a->head = a->linked + BITS_TO_LONGS(nr);
-
-	xa_lock_irqsave(&ctx->allocs, flags);
-	old = __xa_store(&ctx->allocs, twostep_index(ctx, iova->pfn_lo), a,
-			 GFP_ATOMIC);
-	xa_unlock_irqrestore(&ctx->allocs, flags);
-	if (xa_is_err(old))
-		goto err_free_iova;
-	atomic_long_inc(&ctx->live_allocs);
-	atomic_inc(&twostep_live_allocs);
-
 	state->addr = a->addr;
-	state->__size = size;
+	state->__size = a->size;
 	return true;
-
-err_free_iova:
-	__free_iova(&ctx->iovad, iova);
-err_free_alloc:
-	kfree(a);
-	return false;
 }
 EXPORT_SYMBOL_GPL(twostep_iova_try_alloc);
 
+/**
+ * twostep_iova_link - map a physical range into an allocated IOVA range
+ * @dev: device
+ * @state: state filled in by twostep_iova_try_alloc()
+ * @phys: physical address to map
+ * @offset: offset into the IOVA range
+ * @size: bytes to map
+ * @dir: DMA direction; sets the IOMMU permissions
+ * @attrs: DMA attributes; DMA_ATTR_PRIVILEGED is honoured
+ *
+ * Return: 0 or a negative errno (see include/twostep.h).
+ */
 int twostep_iova_link(struct device *dev, struct twostep_iova_state *state,
 		      phys_addr_t phys, size_t offset, size_t size,
 		      enum dma_data_direction dir, unsigned long attrs)
@@ -372,11 +236,11 @@ int twostep_iova_link(struct device *dev, struct twostep_iova_state *state,
 	ret = twostep_resolve(dev, state, &ctx, &a, &why);
 	if (ret)
 		goto refused;
-	mask = twostep_granule(ctx) - 1;
-	prot = twostep_prot(ctx, dir, attrs);
+	mask = (1UL << ctx->shift) - 1;
 	ret = twostep_granules(ctx, a, offset, size, &first, &count, &why);
 	if (ret)
 		goto refused;
+	prot = twostep_prot(ctx, dir, attrs);
 	iova = a->addr + offset;
 	if (prot < 0) {
 		why = "bad DMA direction";
@@ -387,39 +251,50 @@ int twostep_iova_link(struct device *dev, struct twostep_iova_state *state,
 	} else if ((phys & mask) != (iova & mask)) {
 		why = "phys offset inside the granule differs from the IOVA's";
 		ret = -EINVAL;
-	} else if (!twostep_bits_claim(a->linked, first, count)) {
-		why = "range is already linked";
-		ret = -EBUSY;
 	}
 	if (ret)
 		goto refused;
-	set_bit(first, a->head);
-	atomic_long_add(count, &ctx->linked_granules);
-
-	ret = twostep_map(ctx, a->base + ((dma_addr_t)first << ctx->shift),
-			  phys & ~(phys_addr_t)mask, (size_t)count << ctx->shift,
-			  prot);
-	if (ret) {
-		clear_bit(first, a->head);
-		twostep_bits_clear(a->linked, first, count);
-		atomic_long_sub(count, &ctx->linked_granules);
-		dev_err_ratelimited(dev, "twostep: link: IOMMU map failed: %d\n",
-				    ret);
+	ret = twostep_links_claim(a->links, first, count);
+	if (ret == -EBUSY) {
+		why = "range is already linked";
+		goto refused;
 	}
+	if (!ret) {
+		ret = twostep_map(ctx,
+				  a->base + ((dma_addr_t)first << ctx->shift),
+				  phys & ~(phys_addr_t)mask,
+				  (size_t)count << ctx->shift, prot);
+		if (ret)
+			twostep_links_clear(a->links, first, count);
+		else
+			atomic_long_add(count, &ctx->linked_granules);
+	}
+	if (ret)
+		dev_err_ratelimited(dev, "twostep: link: mapping failed: %d\n",
+				    ret);
 	rcu_read_unlock();
 	return ret;
 
 refused:
-	rcu_read_unlock();
 	twostep_misuse(ctx, dev, "link: %s (%d)", why, ret);
+	rcu_read_unlock();
 	return ret;
 }
 EXPORT_SYMBOL_GPL(twostep_iova_link);
 
+/**
+ * twostep_iova_sync - make linked ranges visible to the device
+ * @dev: device
+ * @state: state filled in by twostep_iova_try_alloc()
+ * @offset: offset into the IOVA range
+ * @size: bytes to sync
+ *
+ * Return: 0, a negative errno (see include/twostep.h) or the IOMMU
+ * driver's error.
+ */
 int twostep_iova_sync(struct device *dev, struct twostep_iova_state *state,
 		      size_t offset, size_t size)
 {
-	const struct iommu_domain_ops *ops;
 	unsigned long first, count;
 	const char *why = NULL;
 	struct twostep_ctx *ctx;
@@ -432,160 +307,143 @@ int twostep_iova_sync(struct device *dev, struct twostep_iova_state *state,
 		ret = twostep_granules(ctx, a, offset, size, &first, &count,
 				       &why);
 	if (ret) {
-		rcu_read_unlock();
 		twostep_misuse(ctx, dev, "sync: %s (%d)", why, ret);
+		rcu_read_unlock();
 		return ret;
 	}
-	ops = ctx->domain->ops;
-	if (ops->map_pages && ops->iotlb_sync_map)
-		ops->iotlb_sync_map(ctx->domain,
-				    a->base + ((dma_addr_t)first << ctx->shift),
-				    (size_t)count << ctx->shift);
+	if (ctx->domain->ops->map_pages && ctx->domain->ops->iotlb_sync_map)
+		ret = twostep_compat_sync_map(ctx->domain,
+					      a->base + ((dma_addr_t)first <<
+							 ctx->shift),
+					      (size_t)count << ctx->shift);
 	rcu_read_unlock();
-	return 0;
+	return ret;
 }
 EXPORT_SYMBOL_GPL(twostep_iova_sync);
 
+/**
+ * twostep_iova_unlink - unmap linked ranges from an IOVA range
+ * @dev: device
+ * @state: state filled in by twostep_iova_try_alloc()
+ * @offset: offset into the IOVA range
+ * @size: bytes to unmap
+ * @dir: DMA direction used for the links (not needed to unmap)
+ * @attrs: DMA attributes used for the links
+ */
 void twostep_iova_unlink(struct device *dev, struct twostep_iova_state *state,
 			 size_t offset, size_t size,
 			 enum dma_data_direction dir, unsigned long attrs)
 {
-	unsigned long first, count, end, mask;
 	struct iommu_iotlb_gather gather;
+	unsigned long first, count, mask;
 	const char *why = NULL;
 	struct twostep_ctx *ctx;
 	struct twostep_alloc *a;
+	size_t len, unmapped;
 	dma_addr_t iova;
-	size_t len;
 	int ret;
 
 	rcu_read_lock();
 	ret = twostep_resolve(dev, state, &ctx, &a, &why);
 	if (ret)
 		goto refused;
-	mask = twostep_granule(ctx) - 1;
+	mask = (1UL << ctx->shift) - 1;
 	ret = twostep_granules(ctx, a, offset, size, &first, &count, &why);
 	if (ret)
 		goto refused;
-	end = first + count;
-	if (!valid_dma_direction(dir)) {
-		why = "bad DMA direction";
-		ret = -EINVAL;
-	} else if (offset && ((a->addr + offset) & mask)) {
+	if (offset && ((a->addr + offset) & mask)) {
 		why = "range does not start on a granule";
 		ret = -EINVAL;
-	} else if (find_next_zero_bit(a->linked, end, first) < end) {
-		why = "range is not (entirely) linked";
-		ret = -EINVAL;
-	} else if (!test_bit(first, a->head) ||
-		   (end < a->nr && test_bit(end, a->linked) &&
-		    !test_bit(end, a->head))) {
-		why = "range splits a link";
-		ret = -EINVAL;
-	}
-	if (ret)
 		goto refused;
+	}
+	if (!twostep_links_whole(a->links, first, count)) {
+		why = "range is not made of whole links";
+		ret = -EINVAL;
+		goto refused;
+	}
 
 	iova = a->base + ((dma_addr_t)first << ctx->shift);
 	len = (size_t)count << ctx->shift;
 	iommu_iotlb_gather_init(&gather);
-	WARN_ONCE(iommu_unmap_fast(ctx->domain, iova, len, &gather) != len,
-		  "twostep: unlink unmapped less than %zu bytes\n", len);
+	unmapped = iommu_unmap_fast(ctx->domain, iova, len, &gather);
+	WARN_ONCE(unmapped != len, "twostep: unlink unmapped %zu of %zu bytes\n",
+		  unmapped, len);
 	iommu_iotlb_sync(ctx->domain, &gather);
 	/* only now may the granules be linked again */
-	twostep_bits_clear(a->head, first, count);
-	twostep_bits_clear(a->linked, first, count);
+	twostep_links_clear(a->links, first, count);
 	atomic_long_sub(count, &ctx->linked_granules);
 	rcu_read_unlock();
 	return;
 
 refused:
-	rcu_read_unlock();
 	twostep_misuse(ctx, dev, "unlink: %s (%d)", why, ret);
+	rcu_read_unlock();
 }
 EXPORT_SYMBOL_GPL(twostep_iova_unlink);
 
-/*
- * Take @a out of the context and release it. @keep_first granules from the
- * start may be linked without a complaint. Called under rcu_read_lock().
- */
-static void twostep_alloc_finish(struct device *dev, struct twostep_ctx *ctx,
-				 struct twostep_alloc *a,
-				 unsigned long keep_first, const char *call)
-{
-	unsigned long linked, extra, flags;
-	void *old;
-
-	xa_lock_irqsave(&ctx->allocs, flags);
-	old = __xa_cmpxchg(&ctx->allocs, twostep_index(ctx, a->iova->pfn_lo),
-			   a, NULL, 0);
-	xa_unlock_irqrestore(&ctx->allocs, flags);
-	if (old != a) {
-		/* a racing destroy or free of the same state won */
-		twostep_misuse(ctx, dev, "%s: allocation already gone", call);
-		return;
-	}
-	linked = bitmap_weight(a->linked, a->nr);
-	extra = linked;
-	if (keep_first)
-		extra -= bitmap_weight(a->linked, min(keep_first, a->nr));
-	atomic_long_dec(&ctx->live_allocs);
-	atomic_long_sub(linked, &ctx->linked_granules);
-	if (extra)
-		twostep_misuse(ctx, dev,
-			       "%s: %lu granule(s) still linked, unmapping them",
-			       call, extra);
-	twostep_alloc_release(ctx, a);
-}
-
-void twostep_iova_free(struct device *dev, struct twostep_iova_state *state)
-{
-	const char *why = NULL;
-	struct twostep_ctx *ctx;
-	struct twostep_alloc *a;
-	int ret;
-
-	rcu_read_lock();
-	ret = twostep_resolve(dev, state, &ctx, &a, &why);
-	if (ret) {
-		rcu_read_unlock();
-		twostep_misuse(ctx, dev, "free: %s (%d)", why, ret);
-		return;
-	}
-	twostep_alloc_finish(dev, ctx, a, 0, "free");
-	rcu_read_unlock();
-	memset(state, 0, sizeof(*state));
-}
-EXPORT_SYMBOL_GPL(twostep_iova_free);
-
-void twostep_iova_destroy(struct device *dev, struct twostep_iova_state *state,
-			  size_t mapped_len, enum dma_data_direction dir,
-			  unsigned long attrs)
+/* Free or destroy: @mapped_len bytes from the start may be linked. */
+static void twostep_finish(struct device *dev,
+			   struct twostep_iova_state *state,
+			   size_t mapped_len, const char *call)
 {
 	const char *why = NULL;
 	struct twostep_ctx *ctx;
 	struct twostep_alloc *a;
 	unsigned long keep = 0;
+	bool extra;
+	u64 size;
 	int ret;
 
 	rcu_read_lock();
 	ret = twostep_resolve(dev, state, &ctx, &a, &why);
-	if (!ret && mapped_len > a->size) {
-		why = "mapped_len is past the allocation";
-		ret = -ERANGE;
-	} else if (!ret && !valid_dma_direction(dir)) {
-		why = "bad DMA direction";
-		ret = -EINVAL;
-	}
 	if (ret) {
-		rcu_read_unlock();
-		twostep_misuse(ctx, dev, "destroy: %s (%d)", why, ret);
-		return;
+		twostep_misuse(ctx, dev, "%s: %s (%d)", call, why, ret);
+		goto out_unlock;
+	}
+	size = a->size & TWOSTEP_IOVA_SIZE_MASK;
+	if (mapped_len > size) {
+		twostep_misuse(ctx, dev,
+			       "%s: mapped_len %zu is past the allocation's %llu bytes: unmapping it all",
+			       call, mapped_len, size);
+		mapped_len = size;
 	}
 	if (mapped_len)
 		keep = ((a->addr - a->base + mapped_len - 1) >> ctx->shift) + 1;
-	twostep_alloc_finish(dev, ctx, a, keep, "destroy");
-	rcu_read_unlock();
+	if (!twostep_alloc_finish(ctx, a, keep, &extra)) {
+		twostep_misuse(ctx, dev, "%s: allocation already gone", call);
+		goto out_unlock;
+	}
+	if (extra)
+		twostep_misuse(ctx, dev, "%s: links left past %zu bytes, unmapped them",
+			       call, mapped_len);
 	memset(state, 0, sizeof(*state));
+out_unlock:
+	rcu_read_unlock();
+}
+
+/**
+ * twostep_iova_free - free an IOVA range without unmapping
+ * @dev: device
+ * @state: state filled in by twostep_iova_try_alloc()
+ */
+void twostep_iova_free(struct device *dev, struct twostep_iova_state *state)
+{
+	twostep_finish(dev, state, 0, "free");
+}
+EXPORT_SYMBOL_GPL(twostep_iova_free);
+
+/**
+ * twostep_iova_destroy - unmap everything and free an IOVA range
+ * @dev: device
+ * @state: state filled in by twostep_iova_try_alloc()
+ * @mapped_len: bytes linked from offset 0; 0 only frees the range
+ * @dir: DMA direction used for the links (not needed to unmap)
+ * @attrs: DMA attributes used for the links
+ */
+void twostep_iova_destroy(struct device *dev, struct twostep_iova_state *state,
+			  size_t mapped_len, enum dma_data_direction dir,
+			  unsigned long attrs)
+{
+	twostep_finish(dev, state, mapped_len, "destroy");
 }
 EXPORT_SYMBOL_GPL(twostep_iova_destroy);

@@ -1,0 +1,756 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * twostep: per-device contexts. A device gets a context the first time
+ * twostep_iova_try_alloc() (or twostep_attach()) is called for it, if its
+ * DMA-API domain translates. The context reserves IOVA from the DMA API in
+ * chunks grown on demand (reserve.c), runs a private iova_domain inside
+ * each chunk, and tracks the live allocations. Detach, unbinding the
+ * driver, removing the device or unloading twostep gives it all back.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/device.h>
+#include <linux/dma-map-ops.h>
+#include <linux/dma-mapping.h>
+#include <linux/ktime.h>
+#include <linux/module.h>
+#include <linux/pci.h>
+#include <linux/platform_device.h>
+#include <linux/preempt.h>
+#include <linux/sizes.h>
+#include <linux/slab.h>
+#include <linux/wait_bit.h>
+
+#include "ctx.h"
+#include "reserve.h"
+
+#define TWOSTEP_CHUNK_FIRST	SZ_4M
+#define TWOSTEP_CHUNK_MAX	SZ_256M
+#define TWOSTEP_GEN_SHIFT	48
+#define TWOSTEP_GEN_MASK	0x7fffU
+
+static LIST_HEAD(twostep_ctxs);
+static DEFINE_SPINLOCK(twostep_ctxs_lock);
+
+/* Live objects and refusals, readable in /sys/module/twostep/parameters. */
+static atomic_t twostep_live_contexts = ATOMIC_INIT(0);
+static atomic_t twostep_live_allocs = ATOMIC_INIT(0);
+static atomic_t twostep_live_chunks = ATOMIC_INIT(0);
+static atomic_t twostep_misuse_all = ATOMIC_INIT(0);
+static atomic_t twostep_generation = ATOMIC_INIT(0);
+
+static int twostep_counter_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read(kp->arg));
+}
+
+static const struct kernel_param_ops twostep_counter_ops = {
+	.get = twostep_counter_get,
+};
+
+module_param_cb(live_contexts, &twostep_counter_ops, &twostep_live_contexts,
+		0444);
+MODULE_PARM_DESC(live_contexts, "devices twostep holds IOVA for");
+module_param_cb(live_allocs, &twostep_counter_ops, &twostep_live_allocs,
+		0444);
+MODULE_PARM_DESC(live_allocs, "IOVA ranges allocated and not yet freed");
+module_param_cb(live_chunks, &twostep_counter_ops, &twostep_live_chunks,
+		0444);
+MODULE_PARM_DESC(live_chunks, "chunks of IOVA reserved from the DMA API");
+module_param_cb(refused_calls, &twostep_counter_ops, &twostep_misuse_all,
+		0444);
+MODULE_PARM_DESC(refused_calls, "calls with bad input (refused or cleaned up)");
+
+/* Fault injection: countdowns to the failing operation, 0 when disarmed. */
+atomic_t twostep_fail_countdown[2];
+
+/**
+ * twostep_debug_fail - fault injection for tests
+ * @what: which operation fails
+ * @nth: the nth such operation from now fails (1: the next one); 0 disarms
+ */
+void twostep_debug_fail(enum twostep_fail what, unsigned int nth)
+{
+	if (what < ARRAY_SIZE(twostep_fail_countdown))
+		atomic_set(&twostep_fail_countdown[what], nth);
+}
+EXPORT_SYMBOL_GPL(twostep_debug_fail);
+
+bool twostep_should_fail(enum twostep_fail what)
+{
+	atomic_t *c = &twostep_fail_countdown[what];
+
+	return atomic_read(c) && atomic_dec_and_test(c);
+}
+
+/* Report bad input: one rate-limited line, counted per device. */
+void twostep_misuse(struct twostep_ctx *ctx, struct device *dev,
+		    const char *fmt, ...)
+{
+	struct va_format vaf;
+	va_list args;
+
+	atomic_inc(&twostep_misuse_all);
+	if (ctx)
+		atomic_long_inc(&ctx->misuse);
+	va_start(args, fmt);
+	vaf.fmt = fmt;
+	vaf.va = &args;
+	if (dev)
+		dev_warn_ratelimited(dev, "twostep: bad input: %pV\n", &vaf);
+	else
+		pr_warn_ratelimited("bad input: %pV\n", &vaf);
+	va_end(args);
+}
+
+/*
+ * The context of @dev, or NULL. Call under rcu_read_lock() or with
+ * twostep_ctxs_lock held; the context stays valid until then.
+ */
+struct twostep_ctx *twostep_ctx_find(struct device *dev)
+{
+	struct twostep_ctx *ctx;
+
+	list_for_each_entry_rcu(ctx, &twostep_ctxs, node,
+				lockdep_is_held(&twostep_ctxs_lock))
+		if (ctx->dev == dev)
+			return ctx;
+	return NULL;
+}
+
+/*
+ * May this call sleep? Only when the kernel counts preemption (else we
+ * cannot tell, and never sleep), nothing disables it, IRQs are on and no
+ * RCU read lock is held.
+ */
+static bool twostep_may_sleep(void)
+{
+	return IS_ENABLED(CONFIG_PREEMPT_COUNT) && !in_atomic() &&
+	       !irqs_disabled() && !rcu_preempt_depth();
+}
+
+static void twostep_ctx_put_user(struct twostep_ctx *ctx)
+{
+	if (atomic_dec_and_test(&ctx->users))
+		wake_up_var(&ctx->users);
+}
+
+/* Can twostep serve @dev? 0, or why not. */
+static int twostep_dev_check(struct device *dev, struct iommu_domain **domp)
+{
+	struct iommu_domain *domain = iommu_get_domain_for_dev(dev);
+
+	if (!domain || !(domain->type & __IOMMU_DOMAIN_PAGING) ||
+	    !iommu_is_dma_domain(domain))
+		return -ENODEV;
+	if (!dev_is_dma_coherent(dev) ||
+	    (dev_is_pci(dev) && to_pci_dev(dev)->untrusted))
+		return -EOPNOTSUPP;
+	if ((1UL << __ffs(domain->pgsize_bitmap)) > PAGE_SIZE)
+		return -EOPNOTSUPP;
+	*domp = domain;
+	return 0;
+}
+
+static void twostep_grow_work(struct work_struct *work);
+
+/*
+ * The context of @dev, made if there is none, with a user reference held;
+ * NULL (and why in @err) when twostep cannot serve the device.
+ */
+static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
+					   int *err)
+{
+	struct iommu_domain *domain;
+	struct twostep_ctx *ctx, *old;
+	unsigned long flags;
+
+	rcu_read_lock();
+	ctx = twostep_ctx_find(dev);
+	if (ctx)
+		atomic_inc(&ctx->users);
+	rcu_read_unlock();
+	if (ctx)
+		return ctx;
+	*err = twostep_dev_check(dev, &domain);
+	if (*err)
+		return NULL;
+	ctx = kzalloc(sizeof(*ctx), gfp | __GFP_NOWARN);
+	if (!ctx) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	ctx->dev = get_device(dev);
+	ctx->domain = domain;
+	ctx->shift = __ffs(domain->pgsize_bitmap);
+	ctx->prot_extra = IOMMU_CACHE;
+	INIT_LIST_HEAD(&ctx->chunks);
+	ctx->next_chunk = max_t(u64, TWOSTEP_CHUNK_FIRST,
+				twostep_reserve_block());
+	ctx->chunk_max = max_t(u64, TWOSTEP_CHUNK_MAX, ctx->next_chunk);
+	mutex_init(&ctx->grow_lock);
+	INIT_WORK(&ctx->grow_work, twostep_grow_work);
+	xa_init_flags(&ctx->allocs, XA_FLAGS_LOCK_IRQ);
+	atomic_set(&ctx->users, 1);
+
+	spin_lock_irqsave(&twostep_ctxs_lock, flags);
+	old = twostep_ctx_find(dev);
+	if (old) {
+		/* lost a race with another first call for the device */
+		atomic_inc(&old->users);
+	} else {
+		list_add_tail_rcu(&ctx->node, &twostep_ctxs);
+		atomic_inc(&twostep_live_contexts);
+	}
+	spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
+	if (old) {
+		put_device(ctx->dev);
+		kfree(ctx);
+		return old;
+	}
+	return ctx;
+}
+
+/* Is there a chunk with @nr granules free? */
+static bool twostep_has_room(struct twostep_ctx *ctx, unsigned long nr)
+{
+	struct twostep_chunk *c;
+	bool room = false;
+
+	rcu_read_lock();
+	list_for_each_entry_rcu(c, &ctx->chunks, node)
+		if (atomic_long_read(&c->free) >= nr)
+			room = true;
+	rcu_read_unlock();
+	return room;
+}
+
+/*
+ * Reserve one more chunk with room for @need bytes, unless another caller
+ * grew the reservation since this one saw @seen chunks.
+ */
+static int twostep_ctx_grow(struct twostep_ctx *ctx, u64 need,
+			    unsigned int seen)
+{
+	u64 block = twostep_reserve_block(), size, t0 = ktime_get_ns();
+	struct twostep_chunk *c;
+	dma_addr_t start;
+	int ret;
+
+	need = round_up(need, block);
+	mutex_lock(&ctx->grow_lock);
+	ret = 0;
+	if (ctx->nchunks != seen)
+		goto out_unlock;
+	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	ret = -ENOMEM;
+	if (!c)
+		goto out_unlock;
+	size = max(need, ctx->next_chunk);
+	ret = twostep_reserve(ctx->dev, ctx->domain, size, &start);
+	if (ret == -ENOSPC && size > need) {
+		size = need;
+		ret = twostep_reserve(ctx->dev, ctx->domain, size, &start);
+	}
+	if (ret) {
+		dev_warn_ratelimited(ctx->dev, "twostep: reserving %llu bytes of IOVA failed: %d\n",
+				     size, ret);
+		kfree(c);
+		goto out_unlock;
+	}
+	c->start = start;
+	c->size = size;
+	c->last_pfn = (start + (size - 1)) >> ctx->shift;
+	atomic_long_set(&c->free, size >> ctx->shift);
+	init_iova_domain(&c->iovad, 1UL << ctx->shift, start >> ctx->shift);
+	list_add_tail_rcu(&c->node, &ctx->chunks);
+	WRITE_ONCE(ctx->nchunks, ctx->nchunks + 1);
+	WRITE_ONCE(ctx->reserved, ctx->reserved + size);
+	atomic_inc(&twostep_live_chunks);
+	if (size >= ctx->next_chunk)
+		ctx->next_chunk = min(ctx->next_chunk * 2, ctx->chunk_max);
+	WRITE_ONCE(ctx->grow_ns, ktime_get_ns() - t0);
+	dev_dbg(ctx->dev, "twostep: reserved [%pad + %#llx] in %llu ns\n",
+		&start, size, ctx->grow_ns);
+out_unlock:
+	mutex_unlock(&ctx->grow_lock);
+	return ret;
+}
+
+static void twostep_grow_work(struct work_struct *work)
+{
+	struct twostep_ctx *ctx = container_of(work, struct twostep_ctx,
+					       grow_work);
+	u64 want = atomic64_xchg(&ctx->grow_want, 0);
+
+	if (want && !twostep_has_room(ctx, want >> ctx->shift))
+		twostep_ctx_grow(ctx, want, READ_ONCE(ctx->nchunks));
+}
+
+/* Take @nr granules from the first chunk that has them. */
+static struct iova *twostep_chunk_alloc(struct twostep_ctx *ctx,
+					unsigned long nr,
+					struct twostep_chunk **chunkp)
+{
+	struct twostep_chunk *c;
+	struct iova *iova = NULL;
+
+	rcu_read_lock();
+	list_for_each_entry_rcu(c, &ctx->chunks, node) {
+		if (atomic_long_read(&c->free) < nr)
+			continue;
+		iova = alloc_iova(&c->iovad, nr, c->last_pfn, false);
+		if (iova) {
+			atomic_long_sub(nr, &c->free);
+			*chunkp = c;
+			break;
+		}
+	}
+	rcu_read_unlock();
+	return iova;
+}
+
+/* IOVA for @nr granules: grow the reservation, or ask the worker to. */
+static struct iova *twostep_iova_get(struct twostep_ctx *ctx,
+				     unsigned long nr, bool may_sleep,
+				     struct twostep_chunk **chunkp)
+{
+	unsigned int seen;
+	struct iova *iova;
+	u64 want;
+
+	for (;;) {
+		seen = READ_ONCE(ctx->nchunks);
+		iova = twostep_chunk_alloc(ctx, nr, chunkp);
+		if (iova)
+			return iova;
+		want = (u64)nr << ctx->shift;
+		if (!may_sleep) {
+			/* keep the largest request that is waiting */
+			u64 old = atomic64_read(&ctx->grow_want);
+
+			while (old < want &&
+			       !atomic64_try_cmpxchg(&ctx->grow_want, &old,
+						     want))
+				;
+			queue_work(system_unbound_wq, &ctx->grow_work);
+			atomic_long_inc(&ctx->deferred);
+			return NULL;
+		}
+		if (twostep_ctx_grow(ctx, want, seen))
+			return NULL;
+	}
+}
+
+/**
+ * twostep_alloc_new - allocate an IOVA range for a device
+ * @dev: device
+ * @phys: its offset inside a granule is kept in the address
+ * @size: bytes, 1 to 2^48 - 1
+ *
+ * Return: the live allocation, already findable, or NULL.
+ */
+struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
+					u64 size)
+{
+	bool may_sleep = twostep_may_sleep();
+	gfp_t gfp = may_sleep ? GFP_KERNEL : GFP_ATOMIC;
+	struct twostep_chunk *chunk = NULL;
+	struct twostep_alloc *a = NULL;
+	struct twostep_ctx *ctx;
+	unsigned long nr, flags;
+	struct iova *iova;
+	u64 pad, gen;
+	void *old;
+	int err;
+
+	ctx = twostep_ctx_get(dev, gfp, &err);
+	if (!ctx)
+		return NULL;
+	pad = phys & ((1UL << ctx->shift) - 1);
+	nr = (size + pad + (1UL << ctx->shift) - 1) >> ctx->shift;
+	if (twostep_should_fail(TWOSTEP_FAIL_IOVA))
+		goto out_put_user;
+	a = kzalloc(sizeof(*a), gfp | __GFP_NOWARN);
+	if (!a)
+		goto out_put_user;
+	a->links = twostep_links_alloc(nr, gfp);
+	if (!a->links)
+		goto out_free_alloc;
+	iova = twostep_iova_get(ctx, nr, may_sleep, &chunk);
+	if (!iova)
+		goto out_free_links;
+	gen = atomic_inc_return(&twostep_generation) & TWOSTEP_GEN_MASK;
+	a->chunk = chunk;
+	a->iova = iova;
+	a->nr = nr;
+	a->base = (dma_addr_t)iova->pfn_lo << ctx->shift;
+	a->addr = a->base + pad;
+	a->size = size | gen << TWOSTEP_GEN_SHIFT;
+
+	xa_lock_irqsave(&ctx->allocs, flags);
+	old = __xa_store(&ctx->allocs, iova->pfn_lo, a, GFP_ATOMIC);
+	xa_unlock_irqrestore(&ctx->allocs, flags);
+	if (xa_is_err(old))
+		goto out_free_iova;
+	atomic_long_inc(&ctx->live_allocs);
+	atomic_inc(&twostep_live_allocs);
+	twostep_ctx_put_user(ctx);
+	return a;
+
+out_free_iova:
+	__free_iova(&chunk->iovad, iova);
+	atomic_long_add(nr, &chunk->free);
+out_free_links:
+	twostep_links_free(a->links);
+out_free_alloc:
+	kfree(a);
+out_put_user:
+	twostep_ctx_put_user(ctx);
+	return NULL;
+}
+
+/*
+ * The live allocation a state describes, or NULL. Under rcu_read_lock();
+ * the result stays valid until rcu_read_unlock().
+ */
+struct twostep_alloc *twostep_alloc_find(struct twostep_ctx *ctx,
+					 dma_addr_t addr, u64 size)
+{
+	struct twostep_alloc *a = xa_load(&ctx->allocs, addr >> ctx->shift);
+
+	if (!a || a->addr != addr || a->size != size)
+		return NULL;
+	return a;
+}
+
+static void twostep_alloc_free_rcu(struct rcu_head *head)
+{
+	struct twostep_alloc *a = container_of(head, struct twostep_alloc,
+					       rcu);
+
+	twostep_links_free(a->links);
+	kfree(a);
+}
+
+/*
+ * Unmap whatever @a still has linked with one flush, give its IOVA back to
+ * the chunk and free it once no lookup can see it. Returns the granules
+ * unmapped; @extra gets those at or past @keep_first.
+ */
+static unsigned long twostep_alloc_release(struct twostep_ctx *ctx,
+					   struct twostep_alloc *a,
+					   unsigned long keep_first,
+					   unsigned long *extra)
+{
+	struct iommu_iotlb_gather gather;
+	unsigned long g, len = 0, total = 0;
+	size_t bytes, unmapped;
+
+	*extra = 0;
+	iommu_iotlb_gather_init(&gather);
+	for (g = twostep_links_next_run(a->links, 0, &len); g < a->nr;
+	     g = twostep_links_next_run(a->links, g + len, &len)) {
+		bytes = (size_t)len << ctx->shift;
+		unmapped = iommu_unmap_fast(ctx->domain,
+					    a->base + ((dma_addr_t)g << ctx->shift),
+					    bytes, &gather);
+		WARN_ONCE(unmapped != bytes,
+			  "twostep: unmapped %zu of %zu bytes\n", unmapped,
+			  bytes);
+		total += len;
+		if (g + len > keep_first)
+			*extra += g + len - max(g, keep_first);
+	}
+	/* No stale IOTLB entry may outlive the IOVA's return to the chunk. */
+	if (total)
+		iommu_iotlb_sync(ctx->domain, &gather);
+	__free_iova(&a->chunk->iovad, a->iova);
+	atomic_long_add(a->nr, &a->chunk->free);
+	atomic_dec(&twostep_live_allocs);
+	call_rcu(&a->rcu, twostep_alloc_free_rcu);
+	return total;
+}
+
+/**
+ * twostep_alloc_finish - take an allocation out and release it
+ * @ctx: its context
+ * @a: the allocation, found under rcu_read_lock(), still held
+ * @keep_first: granules from the start that may be linked
+ * @extra: set when granules past @keep_first were still linked
+ *
+ * Return: false when a racing destroy or free of the same state won.
+ */
+bool twostep_alloc_finish(struct twostep_ctx *ctx, struct twostep_alloc *a,
+			  unsigned long keep_first, bool *extra)
+{
+	unsigned long linked, past, flags;
+	void *old;
+
+	xa_lock_irqsave(&ctx->allocs, flags);
+	old = __xa_cmpxchg(&ctx->allocs, a->iova->pfn_lo, a, NULL, 0);
+	xa_unlock_irqrestore(&ctx->allocs, flags);
+	if (old != a)
+		return false;
+	atomic_long_dec(&ctx->live_allocs);
+	linked = twostep_alloc_release(ctx, a, keep_first, &past);
+	atomic_long_sub(linked, &ctx->linked_granules);
+	*extra = past;
+	return true;
+}
+
+/*
+ * Give back everything of a context that no lookup can see any more and
+ * that no try_alloc() is using, and free it.
+ */
+static void twostep_ctx_destroy(struct twostep_ctx *ctx, const char *why)
+{
+	unsigned long left = 0, granules = 0, index, past;
+	struct twostep_chunk *c, *next;
+	struct twostep_alloc *a;
+
+	cancel_work_sync(&ctx->grow_work);
+	wait_var_event(&ctx->users, !atomic_read(&ctx->users));
+	xa_for_each(&ctx->allocs, index, a) {
+		xa_erase_irq(&ctx->allocs, index);
+		left++;
+		granules += twostep_alloc_release(ctx, a, 0, &past);
+	}
+	xa_destroy(&ctx->allocs);
+	if (left)
+		dev_warn(ctx->dev, "twostep: %s: %lu live allocation(s) with %lu linked granule(s) unmapped and freed\n",
+			 why, left, granules);
+	list_for_each_entry_safe(c, next, &ctx->chunks, node) {
+		list_del(&c->node);
+		put_iova_domain(&c->iovad);
+		twostep_unreserve(ctx->dev, ctx->domain, c->start, c->size);
+		atomic_dec(&twostep_live_chunks);
+		kfree(c);
+	}
+	atomic_dec(&twostep_live_contexts);
+	dev_info(ctx->dev, "twostep: %s: reservation returned\n", why);
+	put_device(ctx->dev);
+	kfree(ctx);
+}
+
+/* Unlist the context of @dev and destroy it; false when there is none. */
+static bool twostep_ctx_remove(struct device *dev, const char *why)
+{
+	struct twostep_ctx *ctx;
+	unsigned long flags;
+
+	spin_lock_irqsave(&twostep_ctxs_lock, flags);
+	ctx = twostep_ctx_find(dev);
+	if (ctx)
+		list_del_rcu(&ctx->node);
+	spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
+	if (!ctx)
+		return false;
+	synchronize_rcu();
+	twostep_ctx_destroy(ctx, why);
+	return true;
+}
+
+/**
+ * twostep_attach - reserve IOVA for a device up front (optional)
+ * @dev: device whose DMA-API domain is used
+ * @reserve: bytes to reserve now (0: none, grow on demand)
+ * @chunk: bytes to reserve each time the reservation grows (0: default)
+ *
+ * Return: 0 or a negative errno (see include/twostep.h).
+ */
+int twostep_attach(struct device *dev, u64 reserve, u64 chunk)
+{
+	u64 block = twostep_reserve_block();
+	struct twostep_ctx *ctx;
+	int ret = 0;
+
+	might_sleep();
+	if (!dev)
+		return -EINVAL;
+	ctx = twostep_ctx_get(dev, GFP_KERNEL, &ret);
+	if (!ctx)
+		return ret;
+	mutex_lock(&ctx->grow_lock);
+	if (ctx->attached) {
+		mutex_unlock(&ctx->grow_lock);
+		dev_err(dev, "twostep: attach: already attached\n");
+		ret = -EBUSY;
+		goto out_put_user;
+	}
+	ctx->attached = true;
+	if (chunk) {
+		ctx->next_chunk = round_up(chunk, block);
+		ctx->chunk_max = ctx->next_chunk;
+	}
+	mutex_unlock(&ctx->grow_lock);
+	if (reserve && !twostep_has_room(ctx, reserve >> ctx->shift)) {
+		ret = twostep_ctx_grow(ctx, reserve, READ_ONCE(ctx->nchunks));
+		if (ret == -EIO)
+			ret = -ENOSPC;
+	}
+out_put_user:
+	twostep_ctx_put_user(ctx);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(twostep_attach);
+
+/**
+ * twostep_detach - give back everything twostep holds for a device
+ * @dev: device
+ */
+void twostep_detach(struct device *dev)
+{
+	might_sleep();
+	if (!dev || !twostep_ctx_remove(dev, "detach"))
+		twostep_misuse(NULL, dev, "detach: twostep holds nothing for the device");
+}
+EXPORT_SYMBOL_GPL(twostep_detach);
+
+/**
+ * twostep_get_stats - read the live figures of a device
+ * @dev: device
+ * @stats: filled in on success
+ *
+ * Return: 0, -EINVAL or -ENODEV.
+ */
+int twostep_get_stats(struct device *dev, struct twostep_stats *stats)
+{
+	struct twostep_ctx *ctx;
+
+	if (!stats)
+		return -EINVAL;
+	memset(stats, 0, sizeof(*stats));
+	stats->misuse_all = atomic_read(&twostep_misuse_all);
+	rcu_read_lock();
+	ctx = dev ? twostep_ctx_find(dev) : NULL;
+	if (ctx) {
+		stats->reserved = READ_ONCE(ctx->reserved);
+		stats->chunks = READ_ONCE(ctx->nchunks);
+		stats->granule = 1UL << ctx->shift;
+		stats->live_allocs = atomic_long_read(&ctx->live_allocs);
+		stats->linked_granules =
+			atomic_long_read(&ctx->linked_granules);
+		stats->misuse = atomic_long_read(&ctx->misuse);
+		stats->deferred = atomic_long_read(&ctx->deferred);
+		stats->grow_ns = READ_ONCE(ctx->grow_ns);
+	}
+	rcu_read_unlock();
+	return ctx ? 0 : -ENODEV;
+}
+EXPORT_SYMBOL_GPL(twostep_get_stats);
+
+/**
+ * twostep_get_chunk - where the reservation of a device lies
+ * @dev: device
+ * @i: index of the chunk, from 0
+ * @start: first device address of the chunk
+ * @size: size of the chunk in bytes
+ *
+ * Return: 0, -ENODEV or -ENOENT.
+ */
+int twostep_get_chunk(struct device *dev, unsigned int i, u64 *start,
+		      u64 *size)
+{
+	struct twostep_chunk *c;
+	struct twostep_ctx *ctx;
+	int ret = -ENODEV;
+
+	rcu_read_lock();
+	ctx = dev ? twostep_ctx_find(dev) : NULL;
+	if (ctx) {
+		ret = -ENOENT;
+		list_for_each_entry_rcu(c, &ctx->chunks, node) {
+			if (i--)
+				continue;
+			*start = c->start;
+			*size = c->size;
+			ret = 0;
+			break;
+		}
+	}
+	rcu_read_unlock();
+	return ret;
+}
+EXPORT_SYMBOL_GPL(twostep_get_chunk);
+
+/* A driver unbound or a device removed: give back what it left. */
+static int twostep_bus_notify(struct notifier_block *nb, unsigned long action,
+			      void *data)
+{
+	if (action == BUS_NOTIFY_UNBOUND_DRIVER)
+		twostep_ctx_remove(data, "driver unbound");
+	else if (action == BUS_NOTIFY_DEL_DEVICE)
+		twostep_ctx_remove(data, "device removed");
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block twostep_pci_nb = {
+	.notifier_call = twostep_bus_notify,
+};
+
+static struct notifier_block twostep_platform_nb = {
+	.notifier_call = twostep_bus_notify,
+};
+
+static int __init twostep_init(void)
+{
+	int ret;
+
+	ret = iova_cache_get();
+	if (ret)
+		return ret;
+	ret = twostep_reserve_init();
+	if (ret)
+		goto err_put_cache;
+	ret = bus_register_notifier(&pci_bus_type, &twostep_pci_nb);
+	if (ret)
+		goto err_reserve_exit;
+	ret = bus_register_notifier(&platform_bus_type, &twostep_platform_nb);
+	if (ret)
+		goto err_unregister_pci;
+	pr_info("loaded, reservation block %llu KiB\n",
+		twostep_reserve_block() >> 10);
+	return 0;
+
+err_unregister_pci:
+	bus_unregister_notifier(&pci_bus_type, &twostep_pci_nb);
+err_reserve_exit:
+	twostep_reserve_exit();
+err_put_cache:
+	iova_cache_put();
+	return ret;
+}
+
+static void __exit twostep_exit(void)
+{
+	struct twostep_ctx *ctx;
+	unsigned long flags;
+
+	bus_unregister_notifier(&platform_bus_type, &twostep_platform_nb);
+	bus_unregister_notifier(&pci_bus_type, &twostep_pci_nb);
+	for (;;) {
+		spin_lock_irqsave(&twostep_ctxs_lock, flags);
+		ctx = list_first_entry_or_null(&twostep_ctxs,
+					       struct twostep_ctx, node);
+		if (ctx)
+			list_del_rcu(&ctx->node);
+		spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
+		if (!ctx)
+			break;
+		synchronize_rcu();
+		twostep_ctx_destroy(ctx, "unload");
+	}
+	rcu_barrier();
+	twostep_reserve_exit();
+	iova_cache_put();
+	pr_info("unloaded\n");
+}
+
+module_init(twostep_init);
+module_exit(twostep_exit);
+
+MODULE_LICENSE("GPL");
+MODULE_AUTHOR("The twostep developers");
+MODULE_DESCRIPTION("DMA two-step IOVA API (dma_iova_*) for kernels without it");
+MODULE_VERSION(TWOSTEP_VERSION);

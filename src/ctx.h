@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * twostep: per-device contexts, their reservation and the allocations made
+ * in it (ctx.c). Used by the IOVA calls (iova.c); uses reserve.c and
+ * links.c.
+ */
+#ifndef _TWOSTEP_CTX_H
+#define _TWOSTEP_CTX_H
+
+#include <linux/atomic.h>
+#include <linux/iommu.h>
+#include <linux/iova.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/rcupdate.h>
+#include <linux/workqueue.h>
+#include <linux/xarray.h>
+
+#include "links.h"
+#include "twostep.h"
+
+/**
+ * struct twostep_chunk - one range reserved from the DMA API
+ * @node: entry in &twostep_ctx.chunks (RCU)
+ * @start: first address
+ * @size: size in bytes
+ * @last_pfn: last granule (inclusive)
+ * @free: granules not allocated
+ * @iovad: private allocator over exactly this range
+ */
+struct twostep_chunk {
+	struct list_head node;
+	dma_addr_t start;
+	u64 size;
+	unsigned long last_pfn;
+	atomic_long_t free;
+	struct iova_domain iovad;
+};
+
+/**
+ * struct twostep_ctx - what twostep holds for one device
+ * @node: entry in the global context list (RCU)
+ * @dev: the device (a reference is held)
+ * @domain: its DMA-API domain
+ * @shift: log2 of the IOVA granule
+ * @prot_extra: IOMMU_* flags added to every mapping (cache coherency)
+ * @attached: twostep_attach() was called
+ * @chunks: the reservation (RCU list, added to under @grow_lock)
+ * @nchunks: entries in @chunks
+ * @reserved: bytes in @chunks
+ * @next_chunk: bytes the next growth reserves at least
+ * @chunk_max: @next_chunk stops doubling here
+ * @grow_lock: serialises growth
+ * @grow_work: growth for try_alloc() calls that could not sleep
+ * @grow_want: bytes the worker is asked to find room for
+ * @grow_ns: duration of the last growth
+ * @users: sleeping try_alloc() calls under way (detach waits for them)
+ * @allocs: live allocations by their first granule; looked up under RCU,
+ *          changed under its own lock with interrupts off
+ * @live_allocs: entries in @allocs
+ * @linked_granules: granules mapped through this context
+ * @misuse: refused calls
+ * @deferred: try_alloc() calls that left growth to the worker
+ */
+struct twostep_ctx {
+	struct list_head node;
+	struct device *dev;
+	struct iommu_domain *domain;
+	unsigned int shift;
+	int prot_extra;
+	bool attached;
+	struct list_head chunks;
+	unsigned int nchunks;
+	u64 reserved;
+	u64 next_chunk;
+	u64 chunk_max;
+	struct mutex grow_lock;
+	struct work_struct grow_work;
+	atomic64_t grow_want;
+	u64 grow_ns;
+	atomic_t users;
+	struct xarray allocs;
+	atomic_long_t live_allocs;
+	atomic_long_t linked_granules;
+	atomic_long_t misuse;
+	atomic_long_t deferred;
+};
+
+/**
+ * struct twostep_alloc - one live IOVA range
+ * @rcu: frees it after lookups that may still see it are done
+ * @chunk: the chunk it lies in
+ * @iova: the range in the chunk's allocator
+ * @base: granule-aligned first address of the range
+ * @addr: address handed to the caller (@base plus the phys offset)
+ * @size: &twostep_iova_state.__size handed out (size and generation)
+ * @nr: granules in the range
+ * @links: which granules are linked
+ */
+struct twostep_alloc {
+	struct rcu_head rcu;
+	struct twostep_chunk *chunk;
+	struct iova *iova;
+	dma_addr_t base;
+	dma_addr_t addr;
+	u64 size;
+	unsigned long nr;
+	struct twostep_links *links;
+};
+
+extern atomic_t twostep_fail_countdown[2];
+
+struct twostep_ctx *twostep_ctx_find(struct device *dev);
+bool twostep_should_fail(enum twostep_fail what);
+void twostep_misuse(struct twostep_ctx *ctx, struct device *dev,
+		    const char *fmt, ...) __printf(3, 4);
+struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
+					u64 size);
+struct twostep_alloc *twostep_alloc_find(struct twostep_ctx *ctx,
+					 dma_addr_t addr, u64 size);
+bool twostep_alloc_finish(struct twostep_ctx *ctx, struct twostep_alloc *a,
+			  unsigned long keep_first, bool *extra);
+
+#endif /* _TWOSTEP_CTX_H */
