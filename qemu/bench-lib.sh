@@ -9,6 +9,16 @@ TS_BENCH_METHODS="twostep twostep_unlink classic classic_sg floor_map_pages floo
 TS_BENCH_SIZES="1 4 16 64 256 1024 4096"
 TS_BENCH_CSV_HEADER="mode,method,n,reps,map_ns_page,map_min,map_max,unmap_ns_page,unmap_min,unmap_max,map_vs_classic,unmap_vs_classic,inval_map_per_call,inval_unmap_per_call"
 
+# The sizes a run covers: those of TS_BENCH_SIZES up to TS_BENCH_MAX_N, as
+# the self-test picks them.
+ts_bench_sizes() {
+	local n out=""
+	for n in $TS_BENCH_SIZES; do
+		[ "$n" -le "${TS_BENCH_MAX_N:-4096}" ] && out+="$n "
+	done
+	echo "${out% }"
+}
+
 # CSV rows of one bench configuration, on stdout.
 ts_bench_rows() {
 	local cfg=$1 mode=${1#bench-}
@@ -91,7 +101,7 @@ ts_bench_targets() {
 	awk -F, -v mode="$2" '
 	$1 == mode && $3 == 256 { map[$2] = $5; unmap[$2] = $8; iu[$2] = $14; im[$2] = $13 }
 	END {
-		if (!("twostep" in map)) exit
+		if (!("twostep" in map)) { printf "- %s: no N = 256 in this run\n", mode; exit }
 		printf "- %s, N = 256: unmap twostep/classic %.4f (target <= 0.01); ", mode, unmap["twostep"] / unmap["classic"]
 		printf "map twostep/classic %.3f (target <= 0.15); ", map["twostep"] / map["classic"]
 		printf "map twostep/floor_map_pages %.2f (target <= 1.3); ", map["twostep"] / map["floor_map_pages"]
@@ -124,13 +134,82 @@ unset multiplot
 EOF
 }
 
-# The test suite's check of a small benchmark run: a well-formed table and
-# one IOTLB invalidation per twostep unmap call (counted by QEMU, not
-# timed). Prints twostep-check style lines and "passed failed" last.
+# The benchmark pipeline of `make bench` and of the suite's bench-smoke
+# tier: boot bench-<mode> for each MODE (strict, lazy, cm) with
+# TS_BENCH_REPS and TS_BENCH_MAX_N, then write DIR/bench.csv, bench.md and
+# bench-<mode>.png. The modules and the initramfs must be built. Does not
+# rely on errexit (callers may run it under ||); returns 1 when a guest run
+# failed or an output could not be written.
+ts_bench_run() {
+	local dir=$1 mode cfg rc res f csv status=0 krel
+	shift
+	[ $# -gt 0 ] || ts_die "ts_bench_run: no benchmark mode given"
+	for mode in "$@"; do
+		case "$mode" in
+		strict|lazy|cm) ;;
+		*) ts_die "unknown benchmark mode '$mode' (have: strict lazy cm)" ;;
+		esac
+	done
+	ts_need_packages gnuplot-nox
+	mkdir -p "$dir" || return 1
+	csv=$dir/bench.csv
+	# nothing stale may pass for this run's output
+	rm -f "$csv" "$dir/bench.md" "$dir"/bench-*.png
+	echo "$TS_BENCH_CSV_HEADER" >"$csv" || return 1
+	for mode in "$@"; do
+		cfg=bench-$mode
+		ts_log "benchmark: $cfg (${TS_BENCH_REPS:-9} repetitions, N <= ${TS_BENCH_MAX_N:-4096})"
+		rm -f "$TS_RESULTS/$cfg".{log,trace,qemu.log,rc}
+		rc=0
+		ts_boot "$cfg" || rc=$?
+		echo "$rc" >"$TS_RESULTS/$cfg.rc"
+		res=$(ts_parse "$cfg" "$rc")
+		read -r _ f _ <<<"$(printf '%s\n' "$res" | tail -n 1)"
+		if [ "${f:-1}" -ne 0 ]; then
+			printf '%s\n' "$res" | sed '$d' | grep -v ' ok  \| # ' >&2 || true
+			ts_log "benchmark $cfg: the guest run failed (console: $TS_RESULTS/$cfg.log)"
+			status=1
+		fi
+		ts_bench_rows "$cfg" >>"$csv" || status=1
+	done
+
+	# bench configurations boot the default kernel
+	krel=$(ts_kernel_for 6.1)
+	if ! {
+		echo "# twostep benchmark"
+		echo
+		echo "Debian $(cat /etc/debian_version) host, guest kernel $krel under QEMU $(qemu-system-x86_64 --version | head -n 1 | awk '{print $4}') TCG, one vCPU, edu device behind the Intel vIOMMU; ${TS_BENCH_REPS:-9} repetitions, N = $(ts_bench_sizes)."
+		echo "Medians over the repetitions in ns per page; IOTLB invalidations counted from QEMU's vtd_inv_desc_iotlb_* trace events per call of the phase (map: try_alloc + links + sync, or N x dma_map_page, ...; unmap: destroy, unlink + free, N x dma_unmap_page, ...)."
+		echo
+		echo "## Against the targets"
+		echo
+		for mode in "$@"; do ts_bench_targets "$csv" "$mode"; done
+		ts_bench_markdown "$csv"
+	} >"$dir/bench.md"; then
+		ts_log "benchmark: writing $dir/bench.md failed"
+		status=1
+	fi
+	for mode in "$@"; do
+		if ! ts_bench_plot "$csv" "$dir/bench-$mode.png" "$mode"; then
+			ts_log "benchmark: plotting $dir/bench-$mode.png failed"
+			status=1
+		fi
+	done
+	sed -n '1,12p' "$dir/bench.md" 2>/dev/null || true
+	printf 'results: %s, %s' "$csv" "$dir/bench.md"
+	for mode in "$@"; do printf ', %s' "$dir/bench-$mode.png"; done
+	echo
+	return $status
+}
+
+# The test suite's check of a small benchmark run: a well-formed table
+# (each method at each size of ts_bench_sizes) and one IOTLB invalidation
+# per twostep unmap call (counted by QEMU, not timed). Prints
+# twostep-check style lines and "passed failed" last.
 ts_bench_smoke_checks() {
 	local cfg=$1 rows
 	rows=$(ts_bench_rows "$cfg")
-	awk -F, -v methods="$TS_BENCH_METHODS" '
+	awk -F, -v methods="$TS_BENCH_METHODS" -v sizes="$(ts_bench_sizes)" '
 	function check(ok, name) {
 		printf "  %-9s %s %s\n", "bench", ok ? "ok  " : "FAIL", name
 		if (ok) pass++; else fail++
@@ -147,10 +226,106 @@ ts_bench_smoke_checks() {
 		m[$2] = 1
 	}
 	END {
-		nm = split(methods, mm, " ")
+		nm = split(methods, mm, " "); ns = split(sizes, ss, " ")
 		for (i = 1; i <= nm; i++) if (!(mm[i] in m)) bad++
-		check(rows == nm * 3 && !bad, sprintf("bench_table_well_formed (%d rows)", rows))
+		check(rows == nm * ns && !bad, sprintf("bench_table_well_formed (%d rows)", rows))
 		check(tw > 0 && !inval_bad, "bench_one_iotlb_invalidation_per_twostep_unmap")
 		printf "%d %d\n", pass, fail
 	}' <<<"$rows"
+}
+
+# One check line of ts_bench_output_checks: OK (1 or empty) and NAME;
+# counts into that function's pass and fail.
+ts_bench_check() {
+	if [ "$1" = 1 ]; then
+		printf '  %-9s ok   %s\n' bench "$2"
+		pass=$((pass + 1))
+	else
+		printf '  %-9s FAIL %s\n' bench "$2"
+		fail=$((fail + 1))
+	fi
+}
+
+# The test suite's check of what ts_bench_run wrote into DIR for MODES,
+# given its exit STATUS: the CSV (header, one numeric row per method, size
+# and mode, invalidations counted), the Markdown table (the CSV's rows, in
+# order) and one whole PNG per mode. Prints twostep-check style lines and
+# "passed failed" last.
+ts_bench_output_checks() {
+	local dir=$1 status=$2 csv=$1/bench.csv md=$1/bench.md
+	local mode png res sizes nm reps rows bad missing size sig dims tail
+	local pass=0 fail=0
+	shift 2
+	sizes=$(ts_bench_sizes)
+	nm=$(wc -w <<<"$TS_BENCH_METHODS")
+	reps=${TS_BENCH_REPS:-9}
+	# as the self-test clamps it
+	[ "$reps" -lt 1 ] && reps=1
+	[ "$reps" -gt 64 ] && reps=64
+	ts_bench_check "$([ "$status" = 0 ] && echo 1)" \
+		"bench_pipeline_status (exit $status)"
+	ts_bench_check "$([ -s "$csv" ] && [ "$(head -n 1 "$csv")" = "$TS_BENCH_CSV_HEADER" ] && echo 1)" \
+		"bench_csv_header ($csv)"
+	for mode in "$@"; do
+		# rows of MODE, rows not numeric or out of range, (method, N) pairs
+		# not there exactly once
+		res=$(awk -F, -v mode="$mode" -v methods="$TS_BENCH_METHODS" \
+			-v sizes="$sizes" -v reps="$reps" '
+		NR == 1 || $1 != mode { next }
+		{
+			rows++
+			if (NF != 14 || $4 != reps) bad++
+			for (i = 3; i <= 14; i++) if ($i !~ /^-?[0-9]+(\.[0-9]+)?$/) bad++
+			if ($5 <= 0 || $8 <= 0 || $13 < 0 || $14 < 0) bad++
+			seen[$2, $3]++
+		}
+		END {
+			nm = split(methods, mm, " "); ns = split(sizes, ss, " ")
+			for (i = 1; i <= nm; i++) for (j = 1; j <= ns; j++)
+				if (seen[mm[i], ss[j]] != 1) missing++
+			printf "%d %d %d\n", rows, bad, missing
+		}' "$csv" 2>/dev/null || echo "0 0 0")
+		read -r rows bad missing <<<"$res"
+		ts_bench_check "$([ "$rows" -eq $((nm * $(wc -w <<<"$sizes"))) ] && [ "$bad" -eq 0 ] && [ "$missing" -eq 0 ] && echo 1)" \
+			"bench_csv_rows_$mode ($rows rows: $nm methods x N = $sizes, $reps reps, numeric; $bad bad, $missing missing)"
+
+		# the Markdown section of MODE: heading, table head, then the
+		# CSV rows of MODE in order (method, N, map and unmap medians)
+		res=$(awk -F, -v mode="$mode" '
+		FILENAME == ARGV[1] {
+			if (FNR > 1 && $1 == mode) want[++nw] = $2 "|" $3 "|" $5 "|" $8
+			next
+		}
+		$0 == "### " mode { sect = 1; next }
+		sect && /^### / { sect = 0 }
+		!sect { next }
+		$0 == "| method | N | map ns/page (min-max) | unmap ns/page (min-max) | map vs classic | unmap vs classic | IOTLB inval. map / unmap per call |" { head++; next }
+		$0 == "|---|---:|---:|---:|---:|---:|---:|" { rule++; next }
+		/^\| / {
+			split($0, c, " \\| ")
+			sub(/^\| /, "", c[1])
+			split(c[3], mv, " "); split(c[4], uv, " ")
+			if (c[1] "|" c[2] "|" mv[1] "|" uv[1] != want[++got]) bad++
+		}
+		END {
+			if (!head || !rule || got != nw || !nw) bad++
+			printf "%d %d\n", got, bad
+		}' "$csv" "$md" 2>/dev/null || echo "0 1")
+		read -r rows bad <<<"$res"
+		ts_bench_check "$([ "$bad" -eq 0 ] && echo 1)" \
+			"bench_md_table_$mode ($rows rows matching bench.csv in $md)"
+
+		# a whole PNG: signature, IHDR of the size asked for, IEND last
+		png=$dir/bench-$mode.png
+		size=$(stat -c %s "$png" 2>/dev/null || echo 0)
+		sig=$(od -An -tx1 -N16 "$png" 2>/dev/null | tr -d ' \n')
+		dims=$(od -An -tu1 -j16 -N8 "$png" 2>/dev/null |
+			awk '{ printf "%dx%d", (($1 * 256 + $2) * 256 + $3) * 256 + $4,
+				(($5 * 256 + $6) * 256 + $7) * 256 + $8 }')
+		tail=$(tail -c 8 "$png" 2>/dev/null | od -An -tx1 | tr -d ' \n')
+		[ "$tail" = 49454e44ae426082 ] && tail=IEND || tail="no IEND"
+		ts_bench_check "$([ "$size" -gt 20000 ] && [ "$sig" = 89504e470d0a1a0a0000000d49484452 ] && [ "$dims" = 1400x560 ] && [ "$tail" = IEND ] && echo 1)" \
+			"bench_png_$mode ($png: $size bytes, ${dims:-no} PNG image, $tail)"
+	done
+	echo "$pass $fail"
 }

@@ -203,7 +203,7 @@ ts_config() {
 	none)
 		TS_QEMU_ARGS=(-machine q35)
 		TS_EXPECT_API=0 TS_EDU_BITS=40 TS_SUMMARIES="" ;;
-	bench-strict|bench-lazy|bench-cm|bench-smoke)
+	bench-strict|bench-lazy|bench-cm)
 		# benchmark mode, one vCPU, QEMU tracing the IOTLB
 		# invalidations and the guest's phase markers
 		local cm=off strict=1
@@ -214,7 +214,6 @@ ts_config() {
 			-trace "enable=vtd_inv_desc_iotlb_*"
 			-D "$TS_RESULTS/$1.trace")
 		local reps=${TS_BENCH_REPS:-9} maxn=${TS_BENCH_MAX_N:-4096}
-		[ "$1" = bench-smoke ] && reps=2 maxn=16
 		TS_APPEND="intel_iommu=on iommu.strict=$strict ts_params=bench=1:bench_reps=$reps:bench_max_n=$maxn"
 		TS_EXPECT_API=1 TS_SMP=1 TS_SUMMARIES="" ;;
 	*)

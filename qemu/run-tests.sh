@@ -4,8 +4,9 @@
 # (W=1, sparse, checkpatch --strict, kernel-doc); build both modules against
 # Debian's kernel headers and boot Debian's matching kernel in QEMU once per
 # configuration (Intel vIOMMU strict with load/unload rounds, lazy, and
-# caching-mode; no IOMMU; a small benchmark run) with the KTAP self-test in
-# each; then the DKMS flow in a Debian VM image (the main job's path).
+# caching-mode; no IOMMU) with the KTAP self-test in each; make bench's own
+# pipeline, small, with its CSV, Markdown and plots checked (bench-smoke);
+# then the DKMS flow in a Debian VM image (the main job's path).
 # Sums everything into one line.
 #
 #   qemu/run-tests.sh [config...]
@@ -20,36 +21,48 @@ set -euo pipefail
 . "$(dirname "$0")/static.sh"
 
 configs=${*:-static $TS_CONFIGS_ALL bench-smoke dkms}
-quick=() dkms=0 static=0 kernels=""
+quick=() dkms=0 static=0 bench=0 kernels=""
+need_kernel() {
+	case " $kernels " in *" $1 "*) ;; *) kernels="$kernels $1" ;; esac
+}
 for c in $configs; do
 	if [ "$c" = dkms ]; then
 		dkms=1
 	elif [ "$c" = static ]; then
 		static=1
+	elif [ "$c" = bench-smoke ]; then
+		bench=1
+		need_kernel 6.1
 	else
 		ts_config "$c" ||
 			ts_die "unknown configuration '$c' (have: static $TS_CONFIGS_ALL bench-smoke dkms)"
 		quick+=("$c")
-		case " $kernels " in
-		*" $TS_KERNEL_NAME "*) ;;
-		*) kernels="$kernels $TS_KERNEL_NAME" ;;
-		esac
+		need_kernel "$TS_KERNEL_NAME"
 	fi
 done
 [ "$static" = 1 ] && [ -z "$kernels" ] && kernels=6.1
+# guests to boot; bench-smoke is make bench's pipeline (ts_bench_run), this
+# small to take a couple of minutes under TCG, into $bench_dir
+boots=("${quick[@]}")
+[ "$bench" = 1 ] && boots+=(bench-smoke)
+TS_BENCH_REPS=2 TS_BENCH_MAX_N=16 TS_BENCH_MODES=strict
+bench_dir=$TS_RESULTS/bench-smoke
 
 start=$SECONDS
 passed=0 failed=0 skipped=0
 declare -A cell
 mkdir -p "$TS_RESULTS"
 ts_install_deps
+[ "$bench" = 1 ] && ts_need_packages gnuplot-nox
 # resolve (and install) the backports kernel once, before any subshell
 case " $kernels " in *" 6.12 "*) TS_KREL_BACKPORTS=$(ts_kernel_for 6.12) ;; esac
 
-# Add to the totals and to the kernel x platform table.
+# Add to the totals and to the kernel x platform table (summed per name).
 add() {
+	local p=0 f=0 s=0
+	[ -n "${cell[$1]:-}" ] && IFS=/ read -r p f s <<<"${cell[$1]}"
 	passed=$((passed + $2)) failed=$((failed + $3)) skipped=$((skipped + $4))
-	cell[$1]="$2/$3/$4"
+	cell[$1]="$((p + $2))/$((f + $3))/$((s + $4))"
 }
 
 # Print a checker's lines but its last, "passed failed [skipped]", which
@@ -69,34 +82,64 @@ report() {
 	echo "   $1: $TALLY"
 }
 
+# The bench-smoke tier, given the pipeline's exit status: each guest's
+# cases and figures (ts_bench_smoke_checks), then the files it wrote.
+bench_report() {
+	local mode cfg rc
+	echo "== bench-smoke (make bench's pipeline: $TS_BENCH_MODES, $TS_BENCH_REPS repetitions, N <= $TS_BENCH_MAX_N; exit $1, log: $bench_dir/pipeline.log)"
+	for mode in $TS_BENCH_MODES; do
+		cfg=bench-$mode
+		rc=$(cat "$TS_RESULTS/$cfg.rc" 2>/dev/null || echo 255)
+		echo "   $cfg (QEMU status $rc, console: $TS_RESULTS/$cfg.log)"
+		tally bench-smoke "$(ts_parse "$cfg" "$rc")"
+		echo "   $cfg: $TALLY"
+		tally bench-checks "$(ts_bench_smoke_checks "$cfg")"
+	done
+	# shellcheck disable=SC2086 # a list of modes
+	tally bench-checks "$(ts_bench_output_checks "$bench_dir" "$1" $TS_BENCH_MODES)"
+	[ "$1" = 0 ] || tail -n 5 "$bench_dir/pipeline.log" | sed 's/^/   | /'
+	echo "   bench-checks: ${cell[bench-checks]} (passed/failed/skipped)"
+}
+
 for k in $kernels; do
 	TS_KREL=$(ts_kernel_for "$k")
 	if [ "$static" = 1 ]; then
 		echo "== static analysis on $TS_KREL (W=1, sparse, checkpatch --strict, kernel-doc; log: $TS_RESULTS/static.log)"
 		tally "static@$k" "$(ts_static_checks)"
 	fi
-	if [ ${#quick[@]} -gt 0 ]; then
+	if [ ${#boots[@]} -gt 0 ]; then
 		ts_build_modules
 		ts_build_initramfs
 	fi
 done
 
-if [ ${#quick[@]} -gt 0 ]; then
-	ts_log "booting under $(ts_accel): ${quick[*]}"
+if [ ${#boots[@]} -gt 0 ]; then
+	ts_log "booting under $(ts_accel): ${boots[*]}"
 	# Two at a time (the machine has 2 cores), reported in order.
 	declare -A pid
-	for c in "${quick[@]}"; do
+	for c in "${boots[@]}"; do
 		while [ "$(jobs -rp | wc -l)" -ge "${TS_PARALLEL:-2}" ]; do
 			wait -n || true
 		done
-		( rc=0; ts_boot "$c" || rc=$?; echo "$rc" >"$TS_RESULTS/$c.rc" ) &
+		rm -f "$TS_RESULTS/$c.rc"
+		if [ "$c" = bench-smoke ]; then
+			mkdir -p "$bench_dir"
+			# shellcheck disable=SC2086 # a list of modes
+			( rc=0; ts_bench_run "$bench_dir" $TS_BENCH_MODES \
+				>"$bench_dir/pipeline.log" 2>&1 || rc=$?
+			echo "$rc" >"$TS_RESULTS/$c.rc" ) &
+		else
+			( rc=0; ts_boot "$c" || rc=$?; echo "$rc" >"$TS_RESULTS/$c.rc" ) &
+		fi
 		pid[$c]=$!
 	done
-	for c in "${quick[@]}"; do
+	for c in "${boots[@]}"; do
 		wait "${pid[$c]}" || true
-		report "$c" "$(cat "$TS_RESULTS/$c.rc" 2>/dev/null || echo 255)"
+		rc=$(cat "$TS_RESULTS/$c.rc" 2>/dev/null || echo 255)
 		if [ "$c" = bench-smoke ]; then
-			tally bench-checks "$(ts_bench_smoke_checks "$c")"
+			bench_report "$rc"
+		else
+			report "$c" "$rc"
 		fi
 	done
 fi
