@@ -245,6 +245,68 @@ static void bm_report(struct bm *b, unsigned int nsizes)
 	}
 }
 
+/*
+ * The pieces of a link, in ns per call over @n pages, best of @reps: the
+ * whole link; a sync of one unlinked page (the call, the device and range
+ * lookup and the range check, plus the driver's sync callback, a no-op on
+ * Intel without caching-mode); the page-table write alone (map_pages);
+ * and the sync callback alone. link - map_pages is twostep's bookkeeping.
+ */
+static void bm_profile(struct bm *b, unsigned int n)
+{
+	struct device *dev = b->t->dev;
+	u64 best[4] = { U64_MAX, U64_MAX, U64_MAX, U64_MAX }, t0, t1;
+	struct twostep_iova_state st;
+	struct iommu_iotlb_gather gather;
+	size_t len = (size_t)n * PAGE_SIZE;
+	unsigned int rep, i, p;
+	int ret = 0;
+
+	for (rep = 0; rep < b->reps; rep++) {
+		for (p = 0; p < 4; p++) {
+			if (!twostep_iova_try_alloc(dev, &st, 0, len))
+				return;
+			t0 = ktime_get_ns();
+			for (i = 0; i < n; i++) {
+				size_t mapped = 0;
+				dma_addr_t a = st.addr + i * PAGE_SIZE;
+				phys_addr_t ph = page_to_phys(b->pages[i]);
+
+				if (p == 0)
+					ret |= twostep_iova_link(dev, &st, ph,
+						i * PAGE_SIZE, PAGE_SIZE,
+						DMA_BIDIRECTIONAL, 0);
+				else if (p == 1)
+					ret |= twostep_iova_sync(dev, &st,
+						i * PAGE_SIZE, PAGE_SIZE);
+				else if (p == 2)
+					ret |= b->dom->ops->map_pages(b->dom,
+						a, ph, PAGE_SIZE, 1, bm_prot(),
+						GFP_ATOMIC, &mapped);
+				else if (b->dom->ops->iotlb_sync_map)
+					b->dom->ops->iotlb_sync_map(b->dom, a,
+								    PAGE_SIZE);
+			}
+			t1 = ktime_get_ns();
+			best[p] = min(best[p], t1 - t0);
+			if (p == 2) {
+				iommu_iotlb_gather_init(&gather);
+				iommu_unmap_fast(b->dom, st.addr, len, &gather);
+				iommu_iotlb_sync(b->dom, &gather);
+				twostep_iova_free(dev, &st);
+			} else {
+				twostep_iova_destroy(dev, &st,
+						     p ? 0 : len,
+						     DMA_BIDIRECTIONAL, 0);
+			}
+		}
+	}
+	ktap_line("# profile n=%u ns/call: link %llu, sync of an unlinked page (call + lookup + check + sync callback) %llu, map_pages %llu, sync callback %llu%s",
+		  n, div_u64(best[0], n), div_u64(best[1], n),
+		  div_u64(best[2], n), div_u64(best[3], n),
+		  ret ? " (errors)" : "");
+}
+
 static int case_bench(struct ts *t)
 {
 	unsigned int si, m, rep, i, nsizes = 0;
@@ -293,6 +355,7 @@ static int case_bench(struct ts *t)
 				}
 			}
 	bm_report(b, nsizes);
+	bm_profile(b, b->npages);
 	TS_EXPECT(t, !b->errors, "%u runs failed", b->errors);
 out_pages:
 	for (i = 0; i < b->npages && b->pages[i]; i++)
