@@ -44,15 +44,16 @@ struct device;
  * struct twostep_iova_state - an IOVA range handed out by twostep
  * @addr: device address of the first byte; carries the offset of @phys
  *        inside an IOVA granule as given to twostep_iova_try_alloc()
- * @__size: private, use twostep_iova_size(): the size in bits 0-47 and a
- *          generation number in bits 48-62
+ * @__size: private, use twostep_iova_size(): the size in bits 0-47 and the
+ *          range's slot number in bits 48-62
  *
  * Owned by the caller, filled in by twostep_iova_try_alloc() and cleared
  * again by twostep_iova_free() and twostep_iova_destroy(). A copy of a
  * state taken before its range was freed ("stale") is refused with
- * -ENOENT, also when a later allocation got the same address and size,
- * unless exactly a multiple of 32768 allocations were made in between
- * (the generation has 15 bits).
+ * -ENOENT, also when a later allocation got the same address and size:
+ * slots are handed out round robin among a device's 32768, so a stale copy
+ * could only match once its slot came round again, at least 32768 - L
+ * allocations later (L: the device's live allocations then).
  */
 struct twostep_iova_state {
 	dma_addr_t addr;
@@ -212,8 +213,8 @@ void twostep_debug_fail(enum twostep_fail what, unsigned int nth);
  * Context: any context.
  * Return: true when the range is allocated; false when the caller must use
  * the regular DMA API instead (no translating domain, size 0, size with bit
- * 63 set, 2^48 bytes or more, no space in the domain, or no space yet in
- * atomic context).
+ * 63 set, 2^48 bytes or more, no space in the domain, no space yet in
+ * atomic context, or 32768 ranges of the device live already).
  */
 bool twostep_iova_try_alloc(struct device *dev,
 			    struct twostep_iova_state *state,

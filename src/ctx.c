@@ -26,8 +26,6 @@
 
 #define TWOSTEP_CHUNK_FIRST	SZ_4M
 #define TWOSTEP_CHUNK_MAX	SZ_256M
-#define TWOSTEP_GEN_SHIFT	48
-#define TWOSTEP_GEN_MASK	0x7fffU
 
 static LIST_HEAD(twostep_ctxs);
 static DEFINE_SPINLOCK(twostep_ctxs_lock);
@@ -37,7 +35,6 @@ static atomic_t twostep_live_contexts = ATOMIC_INIT(0);
 static atomic_t twostep_live_allocs = ATOMIC_INIT(0);
 static atomic_t twostep_live_chunks = ATOMIC_INIT(0);
 static atomic_t twostep_misuse_all = ATOMIC_INIT(0);
-static atomic_t twostep_generation = ATOMIC_INIT(0);
 
 static int twostep_counter_get(char *buf, const struct kernel_param *kp)
 {
@@ -154,6 +151,80 @@ static int twostep_dev_check(struct device *dev, struct iommu_domain **domp)
 
 static void twostep_grow_work(struct work_struct *work);
 
+/* Free a context's memory; it holds no allocation and no chunk. */
+static void twostep_ctx_free(struct twostep_ctx *ctx)
+{
+	unsigned int i;
+
+	if (!ctx)
+		return;
+	for (i = 0; i < TWOSTEP_SLOT_PAGES; i++)
+		free_page((unsigned long)ctx->slot_page[i]);
+	free_percpu(ctx->linked);
+	bitmap_free(ctx->slot_used);
+	kfree(ctx);
+}
+
+/*
+ * A free slot, its page of pointers allocated, or -1 when the device has
+ * TWOSTEP_SLOTS live allocations (or no memory for the page).
+ */
+static int twostep_slot_get(struct twostep_ctx *ctx, gfp_t gfp)
+{
+	struct twostep_alloc __rcu **page, **fresh;
+	unsigned long flags;
+	unsigned int slot;
+
+	spin_lock_irqsave(&ctx->slot_lock, flags);
+	slot = find_next_zero_bit(ctx->slot_used, TWOSTEP_SLOTS,
+				  ctx->slot_next);
+	if (slot >= TWOSTEP_SLOTS)
+		slot = find_first_zero_bit(ctx->slot_used, TWOSTEP_SLOTS);
+	if (slot < TWOSTEP_SLOTS) {
+		__set_bit(slot, ctx->slot_used);
+		ctx->slot_next = slot + 1;
+	}
+	spin_unlock_irqrestore(&ctx->slot_lock, flags);
+	if (slot >= TWOSTEP_SLOTS)
+		return -1;
+	page = READ_ONCE(ctx->slot_page[slot / TWOSTEP_SLOTS_PER_PAGE]);
+	if (!page) {
+		fresh = (void *)get_zeroed_page(gfp | __GFP_NOWARN);
+		if (fresh) {
+			page = cmpxchg(&ctx->slot_page[slot /
+						       TWOSTEP_SLOTS_PER_PAGE],
+				       NULL, fresh);
+			if (page)
+				free_page((unsigned long)fresh);
+			else
+				page = fresh;
+		}
+	}
+	if (!page) {
+		spin_lock_irqsave(&ctx->slot_lock, flags);
+		__clear_bit(slot, ctx->slot_used);
+		spin_unlock_irqrestore(&ctx->slot_lock, flags);
+		return -1;
+	}
+	return slot;
+}
+
+static void twostep_slot_put(struct twostep_ctx *ctx, unsigned int slot)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&ctx->slot_lock, flags);
+	__clear_bit(slot, ctx->slot_used);
+	spin_unlock_irqrestore(&ctx->slot_lock, flags);
+}
+
+static struct twostep_alloc __rcu **twostep_slot_ptr(struct twostep_ctx *ctx,
+						     unsigned int slot)
+{
+	return &ctx->slot_page[slot / TWOSTEP_SLOTS_PER_PAGE]
+			      [slot % TWOSTEP_SLOTS_PER_PAGE];
+}
+
 /*
  * The context of @dev, made if there is none, with a user reference held;
  * NULL (and why in @err) when twostep cannot serve the device.
@@ -176,7 +247,13 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	if (*err)
 		return NULL;
 	ctx = kzalloc(sizeof(*ctx), gfp | __GFP_NOWARN);
-	if (!ctx) {
+	if (ctx) {
+		ctx->slot_used = bitmap_zalloc(TWOSTEP_SLOTS,
+					       gfp | __GFP_NOWARN);
+		ctx->linked = alloc_percpu_gfp(long, gfp | __GFP_NOWARN);
+	}
+	if (!ctx || !ctx->slot_used || !ctx->linked) {
+		twostep_ctx_free(ctx);
 		*err = -ENOMEM;
 		return NULL;
 	}
@@ -190,7 +267,7 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	ctx->chunk_max = max_t(u64, TWOSTEP_CHUNK_MAX, ctx->next_chunk);
 	mutex_init(&ctx->grow_lock);
 	INIT_WORK(&ctx->grow_work, twostep_grow_work);
-	xa_init_flags(&ctx->allocs, XA_FLAGS_LOCK_IRQ);
+	spin_lock_init(&ctx->slot_lock);
 	atomic_set(&ctx->users, 1);
 
 	spin_lock_irqsave(&twostep_ctxs_lock, flags);
@@ -205,7 +282,7 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
 	if (old) {
 		put_device(ctx->dev);
-		kfree(ctx);
+		twostep_ctx_free(ctx);
 		return old;
 	}
 	return ctx;
@@ -358,11 +435,10 @@ struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
 	struct twostep_chunk *chunk = NULL;
 	struct twostep_alloc *a = NULL;
 	struct twostep_ctx *ctx;
-	unsigned long nr, flags;
 	struct iova *iova;
-	u64 pad, gen;
-	void *old;
-	int err;
+	unsigned long nr;
+	int err, slot;
+	u64 pad;
 
 	ctx = twostep_ctx_get(dev, gfp, &err);
 	if (!ctx)
@@ -377,30 +453,27 @@ struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
 	a->links = twostep_links_alloc(nr, gfp);
 	if (!a->links)
 		goto out_free_alloc;
+	slot = twostep_slot_get(ctx, gfp);
+	if (slot < 0)
+		goto out_free_links;
 	iova = twostep_iova_get(ctx, nr, may_sleep, &chunk);
 	if (!iova)
-		goto out_free_links;
-	gen = atomic_inc_return(&twostep_generation) & TWOSTEP_GEN_MASK;
+		goto out_put_slot;
 	a->chunk = chunk;
 	a->iova = iova;
 	a->nr = nr;
 	a->base = (dma_addr_t)iova->pfn_lo << ctx->shift;
 	a->addr = a->base + pad;
-	a->size = size | gen << TWOSTEP_GEN_SHIFT;
-
-	xa_lock_irqsave(&ctx->allocs, flags);
-	old = __xa_store(&ctx->allocs, iova->pfn_lo, a, GFP_ATOMIC);
-	xa_unlock_irqrestore(&ctx->allocs, flags);
-	if (xa_is_err(old))
-		goto out_free_iova;
+	a->slot = slot;
+	a->size = size | (u64)slot << TWOSTEP_SLOT_SHIFT;
+	rcu_assign_pointer(*twostep_slot_ptr(ctx, slot), a);
 	atomic_long_inc(&ctx->live_allocs);
 	atomic_inc(&twostep_live_allocs);
 	twostep_ctx_put_user(ctx);
 	return a;
 
-out_free_iova:
-	__free_iova(&chunk->iovad, iova);
-	atomic_long_add(nr, &chunk->free);
+out_put_slot:
+	twostep_slot_put(ctx, slot);
 out_free_links:
 	twostep_links_free(a->links);
 out_free_alloc:
@@ -408,20 +481,6 @@ out_free_alloc:
 out_put_user:
 	twostep_ctx_put_user(ctx);
 	return NULL;
-}
-
-/*
- * The live allocation a state describes, or NULL. Under rcu_read_lock();
- * the result stays valid until rcu_read_unlock().
- */
-struct twostep_alloc *twostep_alloc_find(struct twostep_ctx *ctx,
-					 dma_addr_t addr, u64 size)
-{
-	struct twostep_alloc *a = xa_load(&ctx->allocs, addr >> ctx->shift);
-
-	if (!a || a->addr != addr || a->size != size)
-		return NULL;
-	return a;
 }
 
 static void twostep_alloc_free_rcu(struct rcu_head *head)
@@ -467,7 +526,10 @@ static unsigned long twostep_alloc_release(struct twostep_ctx *ctx,
 		iommu_iotlb_sync(ctx->domain, &gather);
 	__free_iova(&a->chunk->iovad, a->iova);
 	atomic_long_add(a->nr, &a->chunk->free);
+	twostep_slot_put(ctx, a->slot);
 	atomic_dec(&twostep_live_allocs);
+	atomic_long_dec(&ctx->live_allocs);
+	twostep_linked_add(ctx, -(long)total);
 	call_rcu(&a->rcu, twostep_alloc_free_rcu);
 	return total;
 }
@@ -484,17 +546,11 @@ static unsigned long twostep_alloc_release(struct twostep_ctx *ctx,
 bool twostep_alloc_finish(struct twostep_ctx *ctx, struct twostep_alloc *a,
 			  unsigned long keep_first, bool *extra)
 {
-	unsigned long linked, past, flags;
-	void *old;
+	unsigned long past;
 
-	xa_lock_irqsave(&ctx->allocs, flags);
-	old = __xa_cmpxchg(&ctx->allocs, a->iova->pfn_lo, a, NULL, 0);
-	xa_unlock_irqrestore(&ctx->allocs, flags);
-	if (old != a)
+	if (cmpxchg(twostep_slot_ptr(ctx, a->slot), a, NULL) != a)
 		return false;
-	atomic_long_dec(&ctx->live_allocs);
-	linked = twostep_alloc_release(ctx, a, keep_first, &past);
-	atomic_long_sub(linked, &ctx->linked_granules);
+	twostep_alloc_release(ctx, a, keep_first, &past);
 	*extra = past;
 	return true;
 }
@@ -505,18 +561,23 @@ bool twostep_alloc_finish(struct twostep_ctx *ctx, struct twostep_alloc *a,
  */
 static void twostep_ctx_destroy(struct twostep_ctx *ctx, const char *why)
 {
-	unsigned long left = 0, granules = 0, index, past;
+	unsigned long left = 0, granules = 0, past;
 	struct twostep_chunk *c, *next;
 	struct twostep_alloc *a;
+	unsigned int slot;
 
 	cancel_work_sync(&ctx->grow_work);
 	wait_var_event(&ctx->users, !atomic_read(&ctx->users));
-	xa_for_each(&ctx->allocs, index, a) {
-		xa_erase_irq(&ctx->allocs, index);
+	for (slot = 0; slot < TWOSTEP_SLOTS; slot++) {
+		if (!ctx->slot_page[slot / TWOSTEP_SLOTS_PER_PAGE])
+			continue;
+		a = rcu_dereference_protected(*twostep_slot_ptr(ctx, slot), 1);
+		if (!a)
+			continue;
+		RCU_INIT_POINTER(*twostep_slot_ptr(ctx, slot), NULL);
 		left++;
 		granules += twostep_alloc_release(ctx, a, 0, &past);
 	}
-	xa_destroy(&ctx->allocs);
 	if (left)
 		dev_warn(ctx->dev, "twostep: %s: %lu live allocation(s) with %lu linked granule(s) unmapped and freed\n",
 			 why, left, granules);
@@ -530,7 +591,8 @@ static void twostep_ctx_destroy(struct twostep_ctx *ctx, const char *why)
 	atomic_dec(&twostep_live_contexts);
 	dev_info(ctx->dev, "twostep: %s: reservation returned\n", why);
 	put_device(ctx->dev);
-	kfree(ctx);
+	/* allocations freed above may still be in RCU callbacks: no matter */
+	twostep_ctx_free(ctx);
 }
 
 /* Unlist the context of @dev and destroy it; false when there is none. */
@@ -617,6 +679,8 @@ EXPORT_SYMBOL_GPL(twostep_detach);
 int twostep_get_stats(struct device *dev, struct twostep_stats *stats)
 {
 	struct twostep_ctx *ctx;
+	long linked = 0;
+	int cpu;
 
 	if (!stats)
 		return -EINVAL;
@@ -629,8 +693,9 @@ int twostep_get_stats(struct device *dev, struct twostep_stats *stats)
 		stats->chunks = READ_ONCE(ctx->nchunks);
 		stats->granule = 1UL << ctx->shift;
 		stats->live_allocs = atomic_long_read(&ctx->live_allocs);
-		stats->linked_granules =
-			atomic_long_read(&ctx->linked_granules);
+		for_each_possible_cpu(cpu)
+			linked += *per_cpu_ptr(ctx->linked, cpu);
+		stats->linked_granules = linked;
 		stats->misuse = atomic_long_read(&ctx->misuse);
 		stats->deferred = atomic_long_read(&ctx->deferred);
 		stats->grow_ns = READ_ONCE(ctx->grow_ns);

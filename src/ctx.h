@@ -14,7 +14,8 @@
 #include <linux/mutex.h>
 #include <linux/rcupdate.h>
 #include <linux/workqueue.h>
-#include <linux/xarray.h>
+#include <linux/percpu.h>
+#include <linux/spinlock.h>
 
 #include "links.h"
 #include "twostep.h"
@@ -37,6 +38,17 @@ struct twostep_chunk {
 	struct iova_domain iovad;
 };
 
+/*
+ * Every live allocation of a device has a slot number, kept in bits 48-62
+ * of &twostep_iova_state.__size: the calls find it without a search, and
+ * since slots are handed out round robin, a stale copy of a state does not
+ * match a new allocation until its slot comes round again.
+ */
+#define TWOSTEP_SLOT_SHIFT	48
+#define TWOSTEP_SLOTS		(1U << 15)
+#define TWOSTEP_SLOTS_PER_PAGE	(PAGE_SIZE / sizeof(void *))
+#define TWOSTEP_SLOT_PAGES	(TWOSTEP_SLOTS / TWOSTEP_SLOTS_PER_PAGE)
+
 /**
  * struct twostep_ctx - what twostep holds for one device
  * @node: entry in the global context list (RCU)
@@ -55,10 +67,13 @@ struct twostep_chunk {
  * @grow_want: bytes the worker is asked to find room for
  * @grow_ns: duration of the last growth
  * @users: sleeping try_alloc() calls under way (detach waits for them)
- * @allocs: live allocations by their first granule; looked up under RCU,
- *          changed under its own lock with interrupts off
- * @live_allocs: entries in @allocs
- * @linked_granules: granules mapped through this context
+ * @slot_lock: protects @slot_used and @slot_next
+ * @slot_next: where the search for a free slot starts (round robin)
+ * @slot_used: one bit per slot
+ * @slot_page: live allocations by slot number, in pages of pointers
+ *             allocated on demand; read under RCU
+ * @live_allocs: live allocations
+ * @linked: granules mapped through this context, per CPU
  * @misuse: refused calls
  * @deferred: try_alloc() calls that left growth to the worker
  */
@@ -79,9 +94,12 @@ struct twostep_ctx {
 	atomic64_t grow_want;
 	u64 grow_ns;
 	atomic_t users;
-	struct xarray allocs;
+	spinlock_t slot_lock;
+	unsigned int slot_next;
+	unsigned long *slot_used;
+	struct twostep_alloc __rcu **slot_page[TWOSTEP_SLOT_PAGES];
 	atomic_long_t live_allocs;
-	atomic_long_t linked_granules;
+	long __percpu *linked;
 	atomic_long_t misuse;
 	atomic_long_t deferred;
 };
@@ -93,7 +111,8 @@ struct twostep_ctx {
  * @iova: the range in the chunk's allocator
  * @base: granule-aligned first address of the range
  * @addr: address handed to the caller (@base plus the phys offset)
- * @size: &twostep_iova_state.__size handed out (size and generation)
+ * @size: &twostep_iova_state.__size handed out (size and slot)
+ * @slot: slot number
  * @nr: granules in the range
  * @links: which granules are linked
  */
@@ -104,6 +123,7 @@ struct twostep_alloc {
 	dma_addr_t base;
 	dma_addr_t addr;
 	u64 size;
+	unsigned int slot;
 	unsigned long nr;
 	struct twostep_links *links;
 };
@@ -116,8 +136,32 @@ void twostep_misuse(struct twostep_ctx *ctx, struct device *dev,
 		    const char *fmt, ...) __printf(3, 4);
 struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
 					u64 size);
-struct twostep_alloc *twostep_alloc_find(struct twostep_ctx *ctx,
-					 dma_addr_t addr, u64 size);
+
+/*
+ * The live allocation a state describes, or NULL. Under rcu_read_lock();
+ * the result stays valid until rcu_read_unlock().
+ */
+static inline struct twostep_alloc *
+twostep_alloc_find(struct twostep_ctx *ctx, dma_addr_t addr, u64 size)
+{
+	unsigned int slot = size >> TWOSTEP_SLOT_SHIFT;
+	struct twostep_alloc __rcu **page;
+	struct twostep_alloc *a;
+
+	page = READ_ONCE(ctx->slot_page[slot / TWOSTEP_SLOTS_PER_PAGE]);
+	if (!page)
+		return NULL;
+	a = rcu_dereference(page[slot % TWOSTEP_SLOTS_PER_PAGE]);
+	if (!a || a->addr != addr || a->size != size)
+		return NULL;
+	return a;
+}
+
+/* Granules linked (@n > 0) or unlinked (@n < 0) through @ctx. */
+static inline void twostep_linked_add(struct twostep_ctx *ctx, long n)
+{
+	this_cpu_add(*ctx->linked, n);
+}
 bool twostep_alloc_finish(struct twostep_ctx *ctx, struct twostep_alloc *a,
 			  unsigned long keep_first, bool *extra);
 

@@ -267,7 +267,7 @@ int twostep_iova_link(struct device *dev, struct twostep_iova_state *state,
 		if (ret)
 			twostep_links_clear(a->links, first, count);
 		else
-			atomic_long_add(count, &ctx->linked_granules);
+			twostep_linked_add(ctx, count);
 	}
 	if (ret)
 		dev_err_ratelimited(dev, "twostep: link: mapping failed: %d\n",
@@ -371,7 +371,7 @@ void twostep_iova_unlink(struct device *dev, struct twostep_iova_state *state,
 	iommu_iotlb_sync(ctx->domain, &gather);
 	/* only now may the granules be linked again */
 	twostep_links_clear(a->links, first, count);
-	atomic_long_sub(count, &ctx->linked_granules);
+	twostep_linked_add(ctx, -(long)count);
 	rcu_read_unlock();
 	return;
 
