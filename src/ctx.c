@@ -27,8 +27,8 @@
 #define TWOSTEP_CHUNK_FIRST	SZ_4M
 #define TWOSTEP_CHUNK_MAX	SZ_256M
 
-static LIST_HEAD(twostep_ctxs);
-static DEFINE_SPINLOCK(twostep_ctxs_lock);
+LIST_HEAD(twostep_ctxs);
+DEFINE_SPINLOCK(twostep_ctxs_lock);
 
 /* Live objects and refusals, readable in /sys/module/twostep/parameters. */
 static atomic_t twostep_live_contexts = ATOMIC_INIT(0);
@@ -98,21 +98,6 @@ void twostep_misuse(struct twostep_ctx *ctx, struct device *dev,
 	else
 		pr_warn_ratelimited("bad input: %pV\n", &vaf);
 	va_end(args);
-}
-
-/*
- * The context of @dev, or NULL. Call under rcu_read_lock() or with
- * twostep_ctxs_lock held; the context stays valid until then.
- */
-struct twostep_ctx *twostep_ctx_find(struct device *dev)
-{
-	struct twostep_ctx *ctx;
-
-	list_for_each_entry_rcu(ctx, &twostep_ctxs, node,
-				lockdep_is_held(&twostep_ctxs_lock))
-		if (ctx->dev == dev)
-			return ctx;
-	return NULL;
 }
 
 /*
@@ -234,7 +219,7 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 {
 	struct iommu_domain *domain;
 	struct twostep_ctx *ctx, *old;
-	unsigned long flags;
+	unsigned long flags, larger;
 
 	rcu_read_lock();
 	ctx = twostep_ctx_find(dev);
@@ -260,6 +245,8 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	ctx->dev = get_device(dev);
 	ctx->domain = domain;
 	ctx->shift = __ffs(domain->pgsize_bitmap);
+	larger = domain->pgsize_bitmap & ~GENMASK(ctx->shift, 0);
+	ctx->pgsize_large = larger ? BIT(__ffs(larger)) : U64_MAX;
 	ctx->prot_extra = IOMMU_CACHE;
 	INIT_LIST_HEAD(&ctx->chunks);
 	ctx->next_chunk = max_t(u64, TWOSTEP_CHUNK_FIRST,
@@ -537,7 +524,7 @@ static unsigned long twostep_alloc_release(struct twostep_ctx *ctx,
 /**
  * twostep_alloc_finish - take an allocation out and release it
  * @ctx: its context
- * @a: the allocation, found under rcu_read_lock(), still held
+ * @a: the allocation, found under rcu_read_lock_sched(), still held
  * @keep_first: granules from the start that may be linked
  * @extra: set when granules past @keep_first were still linked
  *

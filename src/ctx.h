@@ -55,6 +55,7 @@ struct twostep_chunk {
  * @dev: the device (a reference is held)
  * @domain: its DMA-API domain
  * @shift: log2 of the IOVA granule
+ * @pgsize_large: smallest page size above the granule (U64_MAX: none)
  * @prot_extra: IOMMU_* flags added to every mapping (cache coherency)
  * @attached: twostep_attach() was called
  * @chunks: the reservation (RCU list, added to under @grow_lock)
@@ -82,6 +83,7 @@ struct twostep_ctx {
 	struct device *dev;
 	struct iommu_domain *domain;
 	unsigned int shift;
+	u64 pgsize_large;
 	int prot_extra;
 	bool attached;
 	struct list_head chunks;
@@ -129,8 +131,25 @@ struct twostep_alloc {
 };
 
 extern atomic_t twostep_fail_countdown[2];
+extern struct list_head twostep_ctxs;
+extern spinlock_t twostep_ctxs_lock;
 
-struct twostep_ctx *twostep_ctx_find(struct device *dev);
+/*
+ * The context of @dev, or NULL. Call under rcu_read_lock(),
+ * rcu_read_lock_sched() or with twostep_ctxs_lock held; the context stays
+ * valid until then.
+ */
+static inline struct twostep_ctx *twostep_ctx_find(struct device *dev)
+{
+	struct twostep_ctx *ctx;
+
+	list_for_each_entry_rcu(ctx, &twostep_ctxs, node,
+				lockdep_is_held(&twostep_ctxs_lock))
+		if (ctx->dev == dev)
+			return ctx;
+	return NULL;
+}
+
 bool twostep_should_fail(enum twostep_fail what);
 void twostep_misuse(struct twostep_ctx *ctx, struct device *dev,
 		    const char *fmt, ...) __printf(3, 4);
@@ -138,8 +157,8 @@ struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
 					u64 size);
 
 /*
- * The live allocation a state describes, or NULL. Under rcu_read_lock();
- * the result stays valid until rcu_read_unlock().
+ * The live allocation a state describes, or NULL. Under
+ * rcu_read_lock_sched(); the result stays valid until it is dropped.
  */
 static inline struct twostep_alloc *
 twostep_alloc_find(struct twostep_ctx *ctx, dma_addr_t addr, u64 size)
@@ -151,7 +170,7 @@ twostep_alloc_find(struct twostep_ctx *ctx, dma_addr_t addr, u64 size)
 	page = READ_ONCE(ctx->slot_page[slot / TWOSTEP_SLOTS_PER_PAGE]);
 	if (!page)
 		return NULL;
-	a = rcu_dereference(page[slot % TWOSTEP_SLOTS_PER_PAGE]);
+	a = rcu_dereference_sched(page[slot % TWOSTEP_SLOTS_PER_PAGE]);
 	if (!a || a->addr != addr || a->size != size)
 		return NULL;
 	return a;

@@ -6,9 +6,10 @@
  * unmaps with one gathered IOTLB flush.
  *
  * After try_alloc the hot path takes no lock: the device's context and the
- * range are found under RCU (a list and an xarray), and links claim their
- * granules with atomic word operations, so concurrent calls on one device,
- * or from interrupt context, never wait for each other.
+ * range are found under RCU (a list, and the range's slot number carried in
+ * the state), and links claim their granules with atomic word operations,
+ * so concurrent calls on one device, or from interrupt context, never wait
+ * for each other.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -20,12 +21,14 @@
 
 /*
  * Resolve @dev and @state into a context and a live allocation. Called
- * under rcu_read_lock(); the results stay valid until rcu_read_unlock().
+ * with preemption off (rcu_read_lock_sched(): cheaper than rcu_read_lock()
+ * on preemptible kernels, and synchronize_rcu() waits for it as well); the
+ * results stay valid until it is on again.
  */
-static int twostep_resolve(struct device *dev,
-			   const struct twostep_iova_state *state,
-			   struct twostep_ctx **ctxp, struct twostep_alloc **ap,
-			   const char **why)
+static __always_inline int
+twostep_resolve(struct device *dev, const struct twostep_iova_state *state,
+		struct twostep_ctx **ctxp, struct twostep_alloc **ap,
+		const char **why)
 {
 	struct twostep_ctx *ctx = dev ? twostep_ctx_find(dev) : NULL;
 
@@ -47,9 +50,10 @@ static int twostep_resolve(struct device *dev,
 }
 
 /* Translate [offset, offset + size) of an allocation into granules. */
-static int twostep_granules(struct twostep_ctx *ctx, struct twostep_alloc *a,
-			    size_t offset, size_t size, unsigned long *first,
-			    unsigned long *count, const char **why)
+static __always_inline int
+twostep_granules(struct twostep_ctx *ctx, struct twostep_alloc *a,
+		 size_t offset, size_t size, unsigned long *first,
+		 unsigned long *count, const char **why)
 {
 	u64 pad = a->addr - a->base;
 	u64 end;
@@ -131,8 +135,14 @@ static int twostep_map(struct twostep_ctx *ctx, unsigned long iova,
 
 	while (done < size) {
 		mapped = 0;
-		pgsize = twostep_pgsize(ctx, iova + done, paddr + done,
-					size - done, &count);
+		if (size - done < ctx->pgsize_large) {
+			/* nothing larger than a granule can fit */
+			pgsize = 1UL << ctx->shift;
+			count = (size - done) >> ctx->shift;
+		} else {
+			pgsize = twostep_pgsize(ctx, iova + done, paddr + done,
+						size - done, &count);
+		}
 		if (unlikely(atomic_read(&twostep_fail_countdown[TWOSTEP_FAIL_MAP]))) {
 			/* fault injection: one granule at a time */
 			if (twostep_should_fail(TWOSTEP_FAIL_MAP)) {
@@ -232,7 +242,7 @@ int twostep_iova_link(struct device *dev, struct twostep_iova_state *state,
 	dma_addr_t iova;
 	int prot, ret;
 
-	rcu_read_lock();
+	rcu_read_lock_sched();
 	ret = twostep_resolve(dev, state, &ctx, &a, &why);
 	if (ret)
 		goto refused;
@@ -272,12 +282,12 @@ int twostep_iova_link(struct device *dev, struct twostep_iova_state *state,
 	if (ret)
 		dev_err_ratelimited(dev, "twostep: link: mapping failed: %d\n",
 				    ret);
-	rcu_read_unlock();
+	rcu_read_unlock_sched();
 	return ret;
 
 refused:
 	twostep_misuse(ctx, dev, "link: %s (%d)", why, ret);
-	rcu_read_unlock();
+	rcu_read_unlock_sched();
 	return ret;
 }
 EXPORT_SYMBOL_GPL(twostep_iova_link);
@@ -301,14 +311,14 @@ int twostep_iova_sync(struct device *dev, struct twostep_iova_state *state,
 	struct twostep_alloc *a;
 	int ret;
 
-	rcu_read_lock();
+	rcu_read_lock_sched();
 	ret = twostep_resolve(dev, state, &ctx, &a, &why);
 	if (!ret)
 		ret = twostep_granules(ctx, a, offset, size, &first, &count,
 				       &why);
 	if (ret) {
 		twostep_misuse(ctx, dev, "sync: %s (%d)", why, ret);
-		rcu_read_unlock();
+		rcu_read_unlock_sched();
 		return ret;
 	}
 	if (ctx->domain->ops->map_pages && ctx->domain->ops->iotlb_sync_map)
@@ -316,7 +326,7 @@ int twostep_iova_sync(struct device *dev, struct twostep_iova_state *state,
 					      a->base + ((dma_addr_t)first <<
 							 ctx->shift),
 					      (size_t)count << ctx->shift);
-	rcu_read_unlock();
+	rcu_read_unlock_sched();
 	return ret;
 }
 EXPORT_SYMBOL_GPL(twostep_iova_sync);
@@ -343,7 +353,7 @@ void twostep_iova_unlink(struct device *dev, struct twostep_iova_state *state,
 	dma_addr_t iova;
 	int ret;
 
-	rcu_read_lock();
+	rcu_read_lock_sched();
 	ret = twostep_resolve(dev, state, &ctx, &a, &why);
 	if (ret)
 		goto refused;
@@ -372,12 +382,12 @@ void twostep_iova_unlink(struct device *dev, struct twostep_iova_state *state,
 	/* only now may the granules be linked again */
 	twostep_links_clear(a->links, first, count);
 	twostep_linked_add(ctx, -(long)count);
-	rcu_read_unlock();
+	rcu_read_unlock_sched();
 	return;
 
 refused:
 	twostep_misuse(ctx, dev, "unlink: %s (%d)", why, ret);
-	rcu_read_unlock();
+	rcu_read_unlock_sched();
 }
 EXPORT_SYMBOL_GPL(twostep_iova_unlink);
 
@@ -394,7 +404,7 @@ static void twostep_finish(struct device *dev,
 	u64 size;
 	int ret;
 
-	rcu_read_lock();
+	rcu_read_lock_sched();
 	ret = twostep_resolve(dev, state, &ctx, &a, &why);
 	if (ret) {
 		twostep_misuse(ctx, dev, "%s: %s (%d)", call, why, ret);
@@ -418,7 +428,7 @@ static void twostep_finish(struct device *dev,
 			       call, mapped_len);
 	memset(state, 0, sizeof(*state));
 out_unlock:
-	rcu_read_unlock();
+	rcu_read_unlock_sched();
 }
 
 /**

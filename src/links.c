@@ -21,16 +21,7 @@
 
 #include "links.h"
 
-#define LINKS_PER_WORD	(BITS_PER_LONG / 2)
 #define LINKS_PER_LEAF	(PAGE_SIZE * BITS_PER_BYTE / 2)
-#define LINKED_BITS	(~0UL / 3)	/* 0x5555...: the even bits */
-
-struct twostep_links {
-	unsigned long nr;
-	unsigned long nleaves;
-	unsigned long **leaf;	/* NULL: the map is inline in @one */
-	unsigned long one[];
-};
 
 struct twostep_links *twostep_links_alloc(unsigned long nr, gfp_t gfp)
 {
@@ -100,15 +91,6 @@ static atomic_long_t *links_word(struct twostep_links *l, unsigned long g,
 	return (atomic_long_t *)&leaf[(g % LINKS_PER_LEAF) / LINKS_PER_WORD];
 }
 
-/* Both bits of granules [g, g + n) inside one word. */
-static unsigned long links_mask(unsigned long g, unsigned long n)
-{
-	unsigned long bits = n >= LINKS_PER_WORD ? ~0UL :
-			     (1UL << (2 * n)) - 1;
-
-	return bits << (2 * (g % LINKS_PER_WORD));
-}
-
 /* Granules from @g to the end of its word, at most up to @end. */
 static unsigned long links_span(unsigned long g, unsigned long end)
 {
@@ -130,7 +112,7 @@ static void links_clear_words(struct twostep_links *l, unsigned long first,
 }
 
 /**
- * twostep_links_claim - mark granules linked, the first one as a head
+ * __twostep_links_claim - mark granules linked, the first one as a head
  * @l: link map
  * @first: first granule
  * @count: granules
@@ -140,8 +122,8 @@ static void links_clear_words(struct twostep_links *l, unsigned long first,
  *
  * Return: 0, -EBUSY or -ENOMEM.
  */
-int twostep_links_claim(struct twostep_links *l, unsigned long first,
-			unsigned long count)
+int __twostep_links_claim(struct twostep_links *l, unsigned long first,
+			  unsigned long count)
 {
 	unsigned long end = first + count, g, n, mask, old;
 	atomic_long_t *w;

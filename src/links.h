@@ -6,14 +6,63 @@
 #ifndef _TWOSTEP_LINKS_H
 #define _TWOSTEP_LINKS_H
 
+#include <linux/atomic.h>
+#include <linux/bits.h>
 #include <linux/types.h>
 
-struct twostep_links;
+#define LINKS_PER_WORD	(BITS_PER_LONG / 2)
+#define LINKED_BITS	(~0UL / 3)	/* 0x5555...: the even bits */
+
+/**
+ * struct twostep_links - link map of one IOVA range
+ * @nr: granules
+ * @nleaves: leaves when the map is not inline
+ * @leaf: one-page leaves, allocated on first use; NULL: the map is @one
+ * @one: the inline map
+ */
+struct twostep_links {
+	unsigned long nr;
+	unsigned long nleaves;
+	unsigned long **leaf;
+	unsigned long one[];
+};
+
+/* Both bits of granules [g, g + n) inside one word. */
+static inline unsigned long links_mask(unsigned long g, unsigned long n)
+{
+	unsigned long bits = n >= LINKS_PER_WORD ? ~0UL :
+			     (1UL << (2 * n)) - 1;
+
+	return bits << (2 * (g % LINKS_PER_WORD));
+}
 
 struct twostep_links *twostep_links_alloc(unsigned long nr, gfp_t gfp);
 void twostep_links_free(struct twostep_links *l);
-int twostep_links_claim(struct twostep_links *l, unsigned long first,
-			unsigned long count);
+int __twostep_links_claim(struct twostep_links *l, unsigned long first,
+			  unsigned long count);
+
+/*
+ * Mark granules linked, the first one as a head; all or nothing.
+ * Returns 0, -EBUSY or -ENOMEM. Inline for the common case, a link inside
+ * one word of an inline map: one atomic operation.
+ */
+static inline int twostep_links_claim(struct twostep_links *l,
+				      unsigned long first, unsigned long count)
+{
+	unsigned long shift = 2 * (first % LINKS_PER_WORD), mask, old;
+	atomic_long_t *w;
+
+	if (l->leaf || first % LINKS_PER_WORD + count > LINKS_PER_WORD)
+		return __twostep_links_claim(l, first, count);
+	w = (atomic_long_t *)&l->one[first / LINKS_PER_WORD];
+	mask = (links_mask(first, count) & LINKED_BITS) | (2UL << shift);
+	old = atomic_long_fetch_or(mask, w);
+	if (unlikely(old & mask & LINKED_BITS)) {
+		atomic_long_andnot(mask & ~old, w);
+		return -EBUSY;
+	}
+	return 0;
+}
 void twostep_links_clear(struct twostep_links *l, unsigned long first,
 			 unsigned long count);
 bool twostep_links_whole(struct twostep_links *l, unsigned long first,
