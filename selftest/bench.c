@@ -301,9 +301,11 @@ static void bm_profile(struct bm *b, unsigned int n)
 			}
 		}
 	}
-	ktap_line("# profile n=%u ns/call: link %llu, sync of an unlinked page (call + lookup + check + sync callback) %llu, map_pages %llu, sync callback %llu%s",
-		  n, div_u64(best[0], n), div_u64(best[1], n),
-		  div_u64(best[2], n), div_u64(best[3], n),
+	ktap_line("# profile n=%u ns/call: link %llu, %s %llu, %s %llu, %s %llu%s",
+		  n, div_u64(best[0], n),
+		  "sync of an unlinked page", div_u64(best[1], n),
+		  "map_pages", div_u64(best[2], n),
+		  "sync callback", div_u64(best[3], n),
 		  ret ? " (errors)" : "");
 }
 

@@ -69,8 +69,9 @@ static int case_atomic_try_alloc(struct ts *t)
 		msleep(50);
 	}
 	ts_stats(t, &s);
-	ts_diag("worker grew the reservation to %llu KiB in %llu us; try_alloc with IRQs off succeeded on try %u",
-		s.reserved >> 10, s.grow_ns / 1000, tries);
+	ts_diag("worker grew the reservation to %llu KiB in %llu us",
+		s.reserved >> 10, s.grow_ns / 1000);
+	ts_diag("try_alloc with IRQs off succeeded on try %u", tries);
 	if (!TS_EXPECT(t, ok, "try_alloc never succeeded after the growth"))
 		goto out_pages;
 	ts_note(st.addr, n * PAGE_SIZE);
@@ -478,8 +479,8 @@ static int case_largest_range(struct ts *t)
 	TS_EXPECT(t, !s.live_allocs && !s.linked_granules, "live %lu/%lu",
 		  s.live_allocs, s.linked_granules);
 	if (!t->failed)
-		ktap_line("# summary: largest range %llu bytes allocated, sparsely linked, destroyed",
-			  size);
+		ktap_line("# summary: largest range %llu bytes %s", size,
+			  "allocated, sparsely linked, destroyed");
 	/* give the reservation back to the DMA API */
 	twostep_detach(t->dev);
 	TS_EXPECT(t, ts_api_probe(t), "try_alloc after the detach");

@@ -310,8 +310,7 @@ static int case_bad_inputs(struct ts *t)
 	if (!TS_EXPECT(t, f.block, "pages"))
 		return 0;
 	f.phys = page_to_phys(f.block);
-	if (!TS_EXPECT(t, ts_try_alloc(t, &f.st, 0,
-						 4 * PAGE_SIZE), "try_alloc"))
+	if (!TS_EXPECT(t, ts_try_alloc(t, &f.st, 0, 4 * PAGE_SIZE), "try_alloc"))
 		goto out_pages;
 	ret = twostep_iova_link(t->dev, &f.st, f.phys, 0, PAGE_SIZE,
 				DMA_TO_DEVICE, 0);
@@ -444,8 +443,7 @@ static int case_security(struct ts *t)
 			goto out_pages;
 		sec_fill_secret(t, pg[i]);
 	}
-	if (!TS_EXPECT(t, ts_try_alloc(t, &st, 0,
-						 4 * PAGE_SIZE), "try_alloc"))
+	if (!TS_EXPECT(t, ts_try_alloc(t, &st, 0, 4 * PAGE_SIZE), "try_alloc"))
 		goto out_pages;
 	a = st.addr;
 	ret = twostep_iova_link(t->dev, &st, page_to_phys(pg[0]), 0,
@@ -671,8 +669,7 @@ static void sm_op(struct sm *m)
 		unsigned int pages = 1 + sm_rand(m, SM_MAX_PAGES);
 		bool bad = op < 3;
 
-		ret = ts_try_alloc(t, &sl->st, 0,
-					     bad ? 0 : pages * PAGE_SIZE);
+		ret = ts_try_alloc(t, &sl->st, 0, bad ? 0 : pages * PAGE_SIZE);
 		if (bad) {
 			m->refusals_expected++;
 			if (ret)
@@ -897,8 +894,7 @@ static int cc_thread(void *data)
 	int ret;
 
 	for (it = 0; it < t->conc_ops && !kthread_should_stop(); it++) {
-		if (!ts_try_alloc(t, &st, 0,
-					    w->p.n * PAGE_SIZE)) {
+		if (!ts_try_alloc(t, &st, 0, w->p.n * PAGE_SIZE)) {
 			w->errors++;
 			continue;
 		}
@@ -1040,8 +1036,7 @@ static int case_fault_injection(struct ts *t)
 	TS_EXPECT(t, s1.live_allocs == s0.live_allocs, "live");
 
 	/* The 5th page-table insertion of an 8-page link fails. */
-	if (!TS_EXPECT(t, ts_try_alloc(t, &st, 0,
-						 n * PAGE_SIZE), "try_alloc"))
+	if (!TS_EXPECT(t, ts_try_alloc(t, &st, 0, n * PAGE_SIZE), "try_alloc"))
 		goto out;
 	twostep_debug_fail(TWOSTEP_FAIL_MAP, 5);
 	ret = twostep_iova_link(t->dev, &st, phys, 0, n * PAGE_SIZE,
@@ -1062,8 +1057,7 @@ static int case_fault_injection(struct ts *t)
 			     0);
 
 	/* The 3rd of four page links fails; the others stand. */
-	if (!TS_EXPECT(t, ts_try_alloc(t, &st, 0,
-						 4 * PAGE_SIZE), "try_alloc"))
+	if (!TS_EXPECT(t, ts_try_alloc(t, &st, 0, 4 * PAGE_SIZE), "try_alloc"))
 		goto out;
 	twostep_debug_fail(TWOSTEP_FAIL_MAP, 3);
 	for (i = 0; i < 4; i++)

@@ -101,14 +101,12 @@ void twostep_misuse(struct twostep_ctx *ctx, struct device *dev,
 }
 
 /*
- * May this call sleep? Only when the kernel counts preemption (else we
- * cannot tell, and never sleep), nothing disables it, IRQs are on and no
- * RCU read lock is held.
+ * May this call sleep? Only when the kernel can tell (preemption counted):
+ * preemption and IRQs on, and no RCU read lock held. Else we never sleep.
  */
 static bool twostep_may_sleep(void)
 {
-	return IS_ENABLED(CONFIG_PREEMPT_COUNT) && !in_atomic() &&
-	       !irqs_disabled() && !rcu_preempt_depth();
+	return preemptible() && !rcu_preempt_depth();
 }
 
 static void twostep_ctx_put_user(struct twostep_ctx *ctx)
@@ -533,9 +531,11 @@ static unsigned long twostep_alloc_release(struct twostep_ctx *ctx,
 bool twostep_alloc_finish(struct twostep_ctx *ctx, struct twostep_alloc *a,
 			  unsigned long keep_first, bool *extra)
 {
+	struct twostep_alloc **slot;
 	unsigned long past;
 
-	if (cmpxchg(twostep_slot_ptr(ctx, a->slot), a, NULL) != a)
+	slot = (struct twostep_alloc __force **)twostep_slot_ptr(ctx, a->slot);
+	if (cmpxchg(slot, a, NULL) != a)
 		return false;
 	twostep_alloc_release(ctx, a, keep_first, &past);
 	*extra = past;

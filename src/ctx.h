@@ -45,7 +45,7 @@ struct twostep_chunk {
  * match a new allocation until its slot comes round again.
  */
 #define TWOSTEP_SLOT_SHIFT	48
-#define TWOSTEP_SLOTS		(1U << 15)
+#define TWOSTEP_SLOTS		BIT(15)
 #define TWOSTEP_SLOTS_PER_PAGE	(PAGE_SIZE / sizeof(void *))
 #define TWOSTEP_SLOT_PAGES	(TWOSTEP_SLOTS / TWOSTEP_SLOTS_PER_PAGE)
 
@@ -91,12 +91,12 @@ struct twostep_ctx {
 	u64 reserved;
 	u64 next_chunk;
 	u64 chunk_max;
-	struct mutex grow_lock;
+	struct mutex grow_lock;		/* serialises growth */
 	struct work_struct grow_work;
 	atomic64_t grow_want;
 	u64 grow_ns;
 	atomic_t users;
-	spinlock_t slot_lock;
+	spinlock_t slot_lock;		/* @slot_used, @slot_next */
 	unsigned int slot_next;
 	unsigned long *slot_used;
 	struct twostep_alloc __rcu **slot_page[TWOSTEP_SLOT_PAGES];
@@ -181,6 +181,7 @@ static inline void twostep_linked_add(struct twostep_ctx *ctx, long n)
 {
 	this_cpu_add(*ctx->linked, n);
 }
+
 bool twostep_alloc_finish(struct twostep_ctx *ctx, struct twostep_alloc *a,
 			  unsigned long keep_first, bool *extra);
 

@@ -63,6 +63,7 @@ static inline int twostep_links_claim(struct twostep_links *l,
 	}
 	return 0;
 }
+
 void twostep_links_clear(struct twostep_links *l, unsigned long first,
 			 unsigned long count);
 bool twostep_links_whole(struct twostep_links *l, unsigned long first,
