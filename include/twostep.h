@@ -154,8 +154,9 @@ int twostep_attach(struct device *dev, u64 reserve, u64 chunk);
  * afresh. Unbinding the device's driver or removing the device does the
  * same (PCI and platform devices).
  *
- * Context: process context, may sleep. No other twostep call for @dev may
- * run at the same time.
+ * Context: process context, may sleep. Calls for @dev racing with it are
+ * refused cleanly (-ENODEV or -ENOENT) or complete before it; states they
+ * hold are stale afterwards.
  */
 void twostep_detach(struct device *dev);
 

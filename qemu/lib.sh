@@ -166,7 +166,9 @@ ts_config() {
 	intel)
 		# strict mode, plus the load/unload lifecycle rounds
 		TS_QEMU_ARGS+=(-device intel-iommu,intremap=on)
-		TS_APPEND="intel_iommu=on iommu.strict=1 slab_nomerge ts_lifecycle=${TS_LIFECYCLE:-50}"
+		# slub_debug poisons freed contexts (kmalloc-1k): a write to
+		# one, as by a refused call racing a detach, is reported
+		TS_APPEND="intel_iommu=on iommu.strict=1 slab_nomerge slub_debug=FZP,kmalloc-1k ts_lifecycle=${TS_LIFECYCLE:-50}"
 		TS_EXPECT_API=1 TS_DMAR=1 wo=0 ;;
 	intel-lazy)
 		TS_QEMU_ARGS+=(-device intel-iommu,intremap=on)

@@ -491,6 +491,64 @@ out:
 	return 0;
 }
 
+struct dr_worker {
+	struct ts *t;
+	struct completion done;
+	atomic_t stop;
+	unsigned long calls, odd;
+};
+
+/* Calls that are refused, over and over, while the context comes and goes. */
+static int dr_thread(void *data)
+{
+	struct dr_worker *w = data;
+	struct twostep_iova_state st = { };
+	int ret;
+
+	while (!atomic_read(&w->stop)) {
+		ret = twostep_iova_sync(w->t->dev, &st, 0, PAGE_SIZE);
+		w->odd += ret != -ENOENT && ret != -ENODEV;
+		twostep_iova_unlink(w->t->dev, &st, 0, PAGE_SIZE,
+				    DMA_TO_DEVICE, 0);
+		w->calls++;
+		if ((w->calls & 63) == 0)
+			cond_resched();
+	}
+	complete(&w->done);
+	return 0;
+}
+
+/*
+ * Refused calls racing a detach: the refusal is reported and counted
+ * without touching the context after it may have been freed (the
+ * configuration with slub_debug poisoning catches a write to a freed
+ * context), and is refused with -ENOENT or -ENODEV, nothing else.
+ */
+static int case_detach_race(struct ts *t)
+{
+	struct dr_worker w = { .t = t };
+	struct task_struct *task;
+	unsigned int i, rounds = 300, ok = 0;
+
+	init_completion(&w.done);
+	task = kthread_run(dr_thread, &w, "twostep-dr");
+	if (!TS_EXPECT(t, !IS_ERR(task), "kthread"))
+		return 0;
+	for (i = 0; i < rounds; i++) {
+		twostep_detach(t->dev);
+		ok += ts_api_probe(t);
+	}
+	atomic_set(&w.stop, 1);
+	wait_for_completion(&w.done);
+	ts_diag("%u detach/set-up rounds, %lu refused calls beside them",
+		rounds, w.calls);
+	TS_EXPECT(t, ok == rounds, "try_alloc failed in %u rounds",
+		  rounds - ok);
+	TS_EXPECT(t, !w.odd, "%lu refusals with another errno", w.odd);
+	TS_EXPECT(t, w.calls, "the racing thread made no call");
+	return 0;
+}
+
 /* The peer device writes @len bytes of @src to @addr. */
 static int gr_peer_write(struct edu_dev *peer, u8 *probe, dma_addr_t probe_dma,
 			 dma_addr_t addr, const u8 *src, u32 len)
@@ -604,6 +662,7 @@ const struct ts_case ts_device_cases[] = {
 	{ "stale_same_address", case_stale_same_address, true },
 	{ "contiguous_link", case_contiguous_link, true },
 	{ "group_classic", case_group_classic, true },
+	{ "detach_race", case_detach_race, true },
 	{ "largest_range", case_largest_range, true },
 };
 

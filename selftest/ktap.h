@@ -32,6 +32,8 @@
  * @stress_ops: operations of the shadow-model stress case
  * @stress_seed: seed of the stress sequence, printed for reproduction
  * @conc_ops: iterations of each worker of the concurrency case
+ * @edge_read_dropped: the platform loses the first byte of a device read
+ *                     that starts on the last byte of a page
  * @edge_write_dropped: the platform loses the first byte of a device
  *                      write that starts on the last byte of a page
  * @bench: run the benchmark instead of the cases
@@ -55,6 +57,7 @@ struct ts {
 	u32 stress_seed;
 	unsigned int conc_ops;
 	bool edge_write_dropped;
+	bool edge_read_dropped;
 	bool bench;
 	unsigned int bench_reps;
 	unsigned int bench_max_n;
