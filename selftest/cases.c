@@ -346,11 +346,11 @@ static int case_platform_cross_page(struct ts *t)
 	t->edge_write_dropped = *ts_byte(&p, PAGE_SIZE - 1) != two[0];
 	if (t->edge_write_dropped || t->edge_read_dropped)
 		snprintf(t->skip, sizeof(t->skip),
-			 "platform drops the byte before a page boundary of a device %s%s%s (DMA API, %pad)",
-			 t->edge_read_dropped ? "read" : "",
+			 "platform loses the byte before a page boundary in device %s%s%s (DMA API)",
+			 t->edge_read_dropped ? "reads" : "",
 			 t->edge_read_dropped && t->edge_write_dropped ?
 			 " and " : "",
-			 t->edge_write_dropped ? "write" : "", &addr);
+			 t->edge_write_dropped ? "writes" : "");
 	else
 		ret = 0;
 out_unmap:

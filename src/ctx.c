@@ -294,12 +294,18 @@ static bool twostep_has_room(struct twostep_ctx *ctx, unsigned long nr)
 static int twostep_ctx_grow(struct twostep_ctx *ctx, u64 need,
 			    unsigned int seen)
 {
-	u64 block = twostep_reserve_block(), size, t0 = ktime_get_ns();
+	u64 block = twostep_reserve_block(), size, reach, t0 = ktime_get_ns();
 	struct twostep_chunk *c;
 	dma_addr_t start;
 	int ret;
 
 	need = round_up(need, block);
+	/* more than the device or its domain can address: do not even try */
+	reach = dma_get_mask(ctx->dev);
+	if (ctx->domain->geometry.force_aperture)
+		reach = min_t(u64, reach, ctx->domain->geometry.aperture_end);
+	if (need - 1 > reach)
+		return -ENOSPC;
 	mutex_lock(&ctx->grow_lock);
 	ret = 0;
 	if (ctx->nchunks != seen)

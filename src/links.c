@@ -224,8 +224,19 @@ unsigned long twostep_links_next_run(struct twostep_links *l,
 	if (g >= l->nr)
 		return l->nr;
 	start = g;
-	while (g < l->nr && (links_get(l, g) & 1))
-		g++;
-	*len = g - start;
+	/* the end of the run: the first granule not linked, a word at a time */
+	while (g < l->nr) {
+		w = links_word(l, g, false);
+		if (!w)
+			break;
+		bits = ~atomic_long_read(w) & LINKED_BITS &
+		       ~links_mask(0, g % LINKS_PER_WORD);
+		if (bits) {
+			g = round_down(g, LINKS_PER_WORD) + __ffs(bits) / 2;
+			break;
+		}
+		g = round_up(g + 1, LINKS_PER_WORD);
+	}
+	*len = min(g, l->nr) - start;
 	return start;
 }
