@@ -181,8 +181,9 @@ ts_config() {
 	intel-group)
 		# two edu devices behind one PCI bridge share a group and a
 		# domain; forcedac makes the DMA API hand out high addresses
-		# at once, where a private window would have been
-		TS_QEMU_ARGS+=(-device intel-iommu,intremap=on
+		# at once, where a private window would have been; a 48-bit
+		# domain
+		TS_QEMU_ARGS+=(-device intel-iommu,intremap=on,aw-bits=48
 			-device pci-bridge,id=br0,chassis_nr=1)
 		TS_APPEND="intel_iommu=on iommu.strict=1 iommu.forcedac=1"
 		TS_EXPECT_API=1 TS_DMAR=1 wo=0 edus=2
@@ -193,10 +194,14 @@ ts_config() {
 		TS_APPEND="intel_iommu=on iommu=pt"
 		TS_EXPECT_API=0 TS_SUMMARIES="" ;;
 	amd)
+		# 6.1: forcedac puts the DMA API's ranges, twostep's chunks
+		# among them, at the very top of the 64-bit space
 		TS_QEMU_ARGS+=(-device amd-iommu)
-		TS_APPEND="iommu.strict=1"
+		TS_APPEND="iommu.strict=1 iommu.forcedac=1"
 		TS_EXPECT_API=1 wo=1
-		[ "$TS_KERNEL_NAME" = 6.12 ] && TS_EDU_BITS=40 ;;
+		if [ "$TS_KERNEL_NAME" = 6.12 ]; then
+			TS_EDU_BITS=40 TS_APPEND="iommu.strict=1"
+		fi ;;
 	virtio)
 		# virtio-iommu: a module on 6.12, loaded by the guest's init
 		TS_QEMU_ARGS=(-machine q35 -device virtio-iommu-pci)

@@ -96,6 +96,35 @@ out:
 }
 
 /*
+ * Detach gives the reservation back to the DMA API: reserving the same size
+ * again gets the same range (the DMA API's allocator is deterministic; in
+ * lazy mode the range comes back only after its flush queue drains, so
+ * there the address is only reported). Also where the range ends at 2^64.
+ */
+static void ts_attach_again(struct ts *t)
+{
+	struct iommu_domain *dom = ts_domain(t);
+	u64 start0, len0, start1 = 0, len1;
+	int ret;
+
+	if (!TS_EXPECT(t, !twostep_get_chunk(t->dev, 0, &start0, &len0),
+		       "chunk 0"))
+		return;
+	twostep_detach(t->dev);
+	ret = twostep_attach(t->dev, len0, len0);
+	if (!TS_EXPECT(t, !ret, "attach again: %d", ret))
+		return;
+	TS_EXPECT(t, !twostep_get_chunk(t->dev, 0, &start1, &len1),
+		  "chunk 0 again");
+	ts_diag("detached and reserved again: [%#llx + %#llx], before [%#llx + %#llx]%s",
+		start1, len1, start0, len0,
+		start0 + (len0 - 1) == U64_MAX ? " (ends at 2^64)" : "");
+	if (dom && dom->type != IOMMU_DOMAIN_DMA_FQ)
+		TS_EXPECT(t, start1 == start0,
+			  "the reservation did not go back to the DMA API");
+}
+
+/*
  * The API is there exactly where the domain translates, with no set-up:
  * where it is not, try_alloc says no, attach says -ENODEV and twostep
  * holds nothing. Where it is, an explicit attach reserves up front, a
@@ -159,6 +188,7 @@ static int case_attach(struct ts *t)
 	while (mapped)
 		dma_unmap_page(t->dev, addr[--mapped], PAGE_SIZE,
 			       DMA_TO_DEVICE);
+	ts_attach_again(t);
 out:
 	if (pg)
 		__free_page(pg);
