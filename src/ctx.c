@@ -559,8 +559,9 @@ static void twostep_ctx_destroy(struct twostep_ctx *ctx, const char *why)
 	struct twostep_alloc *a;
 	unsigned int slot;
 
-	cancel_work_sync(&ctx->grow_work);
+	/* first the users: a try_alloc() under way may still queue growth */
 	wait_var_event(&ctx->users, !atomic_read(&ctx->users));
+	cancel_work_sync(&ctx->grow_work);
 	for (slot = 0; slot < TWOSTEP_SLOTS; slot++) {
 		if (!ctx->slot_page[slot / TWOSTEP_SLOTS_PER_PAGE])
 			continue;
