@@ -209,13 +209,15 @@ void twostep_debug_fail(enum twostep_fail what, unsigned int nth);
  * and do so only when the caller may: in atomic context (IRQs or
  * preemption off, a spinlock or the RCU read lock held) a call that would
  * have to reserve returns false and leaves the growth to a worker, so that
- * a later call succeeds.
+ * a later call succeeds. On a kernel built without CONFIG_PREEMPTION
+ * twostep cannot tell, and always leaves growth to the worker (use
+ * twostep_attach() to reserve up front there).
  *
  * Context: any context.
  * Return: true when the range is allocated; false when the caller must use
  * the regular DMA API instead (no translating domain, size 0, size with bit
- * 63 set, 2^48 bytes or more, no space in the domain, no space yet in
- * atomic context, or 32768 ranges of the device live already).
+ * 63 set, 2^48 bytes or more, no space under the device's DMA mask, no
+ * space yet in atomic context, or 32768 ranges of the device live already).
  */
 bool twostep_iova_try_alloc(struct device *dev,
 			    struct twostep_iova_state *state,

@@ -215,7 +215,7 @@ bool twostep_iova_try_alloc(struct device *dev,
 		return false;
 	}
 	/* larger than any IOMMU domain can hold */
-	if ((u64)size > TWOSTEP_IOVA_SIZE_MASK - PAGE_SIZE)
+	if ((u64)size > TWOSTEP_IOVA_SIZE_MASK)
 		return false;
 	a = twostep_alloc_new(dev, phys, size);
 	if (!a)
