@@ -119,10 +119,13 @@ struct twostep_stats {
  * enum twostep_fail - what twostep_debug_fail() can make fail
  * @TWOSTEP_FAIL_MAP: one granule-sized IOMMU page-table insertion of a link
  * @TWOSTEP_FAIL_IOVA: the IOVA allocation of twostep_iova_try_alloc()
+ * @TWOSTEP_FAIL_SYNC: the IOMMU driver's sync in twostep_iova_sync(), as if
+ *                     the driver had returned -EIO
  */
 enum twostep_fail {
 	TWOSTEP_FAIL_MAP,
 	TWOSTEP_FAIL_IOVA,
+	TWOSTEP_FAIL_SYNC,
 };
 
 /**
@@ -192,7 +195,7 @@ int twostep_get_chunk(struct device *dev, unsigned int i, u64 *start,
  *
  * While a map failure is armed, links map one granule at a time so that a
  * failure can strike in the middle of a link. The failure is reported to
- * the caller as -ENOMEM (link) or false (try_alloc).
+ * the caller as -ENOMEM (link), false (try_alloc) or -EIO (sync).
  */
 void twostep_debug_fail(enum twostep_fail what, unsigned int nth);
 

@@ -1077,10 +1077,25 @@ static int case_fault_injection(struct ts *t)
 	ts_stats(t, &s1);
 	TS_EXPECT(t, s1.live_allocs == s0.live_allocs &&
 		  s1.linked_granules == s0.linked_granules, "leak");
-	ts_diag("fault injection: IOVA failure and map failures at 5/8 and 3/4 cleaned up");
+
+	/* The driver's sync fails: the error reaches the caller. */
+	if (TS_EXPECT(t, ts_try_alloc(t, &st, 0, PAGE_SIZE), "try_alloc")) {
+		ret = twostep_iova_link(t->dev, &st, phys, 0, PAGE_SIZE,
+					DMA_BIDIRECTIONAL, 0);
+		twostep_debug_fail(TWOSTEP_FAIL_SYNC, 1);
+		rets[0] = twostep_iova_sync(t->dev, &st, 0, PAGE_SIZE);
+		rets[1] = twostep_iova_sync(t->dev, &st, 0, PAGE_SIZE);
+		TS_EXPECT(t, !ret && rets[0] == -EIO && !rets[1],
+			  "link %d, failing sync %d, sync %d", ret, rets[0],
+			  rets[1]);
+		twostep_iova_destroy(t->dev, &st, PAGE_SIZE,
+				     DMA_BIDIRECTIONAL, 0);
+	}
+	ts_diag("fault injection: IOVA, map at 5/8 and 3/4, sync: handled");
 out:
 	twostep_debug_fail(TWOSTEP_FAIL_MAP, 0);
 	twostep_debug_fail(TWOSTEP_FAIL_IOVA, 0);
+	twostep_debug_fail(TWOSTEP_FAIL_SYNC, 0);
 	__free_pages(block, 3);
 	return 0;
 }

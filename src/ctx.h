@@ -130,7 +130,7 @@ struct twostep_alloc {
 	struct twostep_links *links;
 };
 
-extern atomic_t twostep_fail_countdown[2];
+extern atomic_t twostep_fail_countdown[3];
 extern struct list_head twostep_ctxs;
 extern spinlock_t twostep_ctxs_lock;
 

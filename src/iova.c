@@ -328,7 +328,10 @@ int twostep_iova_sync(struct device *dev, struct twostep_iova_state *state,
 		rcu_read_unlock_sched();
 		return ret;
 	}
-	if (ctx->domain->ops->map_pages && ctx->domain->ops->iotlb_sync_map)
+	if (unlikely(twostep_should_fail(TWOSTEP_FAIL_SYNC)))
+		ret = -EIO;
+	else if (ctx->domain->ops->map_pages &&
+		 ctx->domain->ops->iotlb_sync_map)
 		ret = twostep_compat_sync_map(ctx->domain,
 					      a->base + ((dma_addr_t)first <<
 							 ctx->shift),
