@@ -78,6 +78,8 @@ tally() {
 # Print one configuration's cases and add them to the totals.
 report() {
 	echo "== $1 (QEMU status $2, console: $TS_RESULTS/$1.log)"
+	[ -s "$TS_RESULTS/$1.retried" ] &&
+		echo "   $1: the kernel died while booting, before twostep's init ran; booted again ($(cat "$TS_RESULTS/$1.retried"))"
 	tally "$1" "$(ts_parse "$1" "$2")"
 	echo "   $1: $TALLY"
 }
