@@ -12,6 +12,7 @@ TS_BOOT_TIMEOUT=${TS_BOOT_TIMEOUT:-600}
 # 100 ms DMA timer; it pays off with one vCPU only (TS_SMP=1), as icount
 # runs all vCPUs on one host thread: the default is 4 vCPUs, no icount.
 TS_ICOUNT=${TS_ICOUNT-}
+TS_SMP_DEFAULT=${TS_SMP:-4}
 TS_KTAP_PREFIX='twostep-ktap: '
 
 ts_log() { printf '%s\n' "$*" >&2; }
@@ -159,7 +160,7 @@ ts_config() {
 	TS_QEMU_ARGS=(-machine q35,kernel-irqchip=split)
 	TS_APPEND=""
 	TS_DMAR=0
-	TS_SMP=${TS_SMP_DEFAULT:-4}
+	TS_SMP=$TS_SMP_DEFAULT
 	TS_EDU_BITS=64
 	TS_SUMMARIES="bad inputs handled|unauthorized accesses blocked|stress ops|neighbour rounds|largest range"
 	case "$1" in
@@ -226,6 +227,9 @@ ts_config() {
 	*)
 		return 1 ;;
 	esac
+	# the neighbour race needs two vCPUs; with one it says skip
+	[ "$TS_SMP" -lt 2 ] && TS_SUMMARIES=$(printf '%s' "$TS_SUMMARIES" |
+		sed 's/|neighbour rounds//')
 	local mask
 	mask=$(printf '%#x' $(((1 << TS_EDU_BITS) - 1)))
 	[ "$TS_EDU_BITS" = 64 ] && mask=0xffffffffffffffff

@@ -889,8 +889,8 @@ static int case_atomic_link(struct ts *t)
 	struct twostep_iova_state st;
 	struct ts_pages p;
 	unsigned long flags;
-	unsigned int i, ok = 0;
-	int ret = 0;
+	unsigned int ok = 0;
+	int ret;
 	u8 *buf;
 
 	buf = kmalloc(EDU_MAX_XFER, GFP_KERNEL);
@@ -903,16 +903,7 @@ static int case_atomic_link(struct ts *t)
 		goto out_pages;
 
 	local_irq_save(flags);
-	for (i = 0; i < n; i++) {
-		ret = twostep_iova_link(t->dev, &st, page_to_phys(p.pg[i]),
-					i * PAGE_SIZE, PAGE_SIZE,
-					DMA_BIDIRECTIONAL, 0);
-		if (ret)
-			break;
-		ok++;
-	}
-	if (!ret)
-		ret = twostep_iova_sync(t->dev, &st, 0, n * PAGE_SIZE);
+	ret = ts_link_pages(t, &st, &p, &ok);
 	local_irq_restore(flags);
 	TS_EXPECT(t, !ret && ok == n, "link/sync with IRQs off: %d", ret);
 

@@ -33,9 +33,9 @@ static int case_atomic_try_alloc(struct ts *t)
 	struct twostep_stats s;
 	unsigned long flags;
 	struct ts_pages p;
-	unsigned int i, tries;
+	unsigned int tries, linked;
 	bool ok;
-	int ret = 0;
+	int ret;
 	u8 *buf;
 
 	buf = kmalloc(EDU_MAX_XFER, GFP_KERNEL);
@@ -76,11 +76,7 @@ static int case_atomic_try_alloc(struct ts *t)
 		goto out_pages;
 	ts_note(st.addr, n * PAGE_SIZE);
 	local_irq_save(flags);
-	for (i = 0; i < n && !ret; i++)
-		ret = twostep_iova_link(t->dev, &st, page_to_phys(p.pg[i]),
-					i * PAGE_SIZE, PAGE_SIZE,
-					DMA_BIDIRECTIONAL, 0);
-	ret = ret ?: twostep_iova_sync(t->dev, &st, 0, n * PAGE_SIZE);
+	ret = ts_link_pages(t, &st, &p, &linked);
 	local_irq_restore(flags);
 	TS_EXPECT(t, !ret, "link/sync with IRQs off: %d", ret);
 	ret = ts_dev_read(t, st.addr + PAGE_SIZE - 300, 3000, buf);

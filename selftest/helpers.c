@@ -343,6 +343,26 @@ int ts_map_setup(struct ts *t, struct ts_map *m, unsigned int n,
 	return ret;
 }
 
+/*
+ * Link page i of @p at offset i * PAGE_SIZE of @st, in order, stopping at
+ * the first failure, then sync them all. Makes no assertion, so that the
+ * caller may run it with IRQs off. Returns the first error; @linked gets
+ * the pages linked.
+ */
+int ts_link_pages(struct ts *t, struct twostep_iova_state *st,
+		  const struct ts_pages *p, unsigned int *linked)
+{
+	unsigned int i;
+	int ret = 0;
+
+	for (i = 0; i < p->n && !ret; i++)
+		ret = twostep_iova_link(t->dev, st, page_to_phys(p->pg[i]),
+					i * PAGE_SIZE, PAGE_SIZE,
+					DMA_BIDIRECTIONAL, 0);
+	*linked = ret ? i - 1 : i;
+	return ret ?: twostep_iova_sync(t->dev, st, 0, p->n * PAGE_SIZE);
+}
+
 void ts_map_teardown(struct ts *t, struct ts_map *m,
 		     enum dma_data_direction dir)
 {

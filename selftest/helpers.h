@@ -63,6 +63,8 @@ int ts_dev_write(struct ts *t, dma_addr_t addr, const u8 *src, u32 len);
 bool ts_nothing_moved(const u8 *buf, u32 len);
 int ts_map_setup(struct ts *t, struct ts_map *m, unsigned int n,
 		 enum dma_data_direction dir, u32 seed);
+int ts_link_pages(struct ts *t, struct twostep_iova_state *st,
+		  const struct ts_pages *p, unsigned int *linked);
 void ts_map_teardown(struct ts *t, struct ts_map *m,
 		     enum dma_data_direction dir);
 void ts_stats(struct ts *t, struct twostep_stats *s);

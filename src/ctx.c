@@ -148,6 +148,15 @@ static void twostep_ctx_free(struct twostep_ctx *ctx)
 	kfree(ctx);
 }
 
+static void twostep_slot_put(struct twostep_ctx *ctx, unsigned int slot)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&ctx->slot_lock, flags);
+	__clear_bit(slot, ctx->slot_used);
+	spin_unlock_irqrestore(&ctx->slot_lock, flags);
+}
+
 /*
  * A free slot, its page of pointers allocated, or -1 when the device has
  * TWOSTEP_SLOTS live allocations (or no memory for the page).
@@ -184,21 +193,10 @@ static int twostep_slot_get(struct twostep_ctx *ctx, gfp_t gfp)
 		}
 	}
 	if (!page) {
-		spin_lock_irqsave(&ctx->slot_lock, flags);
-		__clear_bit(slot, ctx->slot_used);
-		spin_unlock_irqrestore(&ctx->slot_lock, flags);
+		twostep_slot_put(ctx, slot);
 		return -1;
 	}
 	return slot;
-}
-
-static void twostep_slot_put(struct twostep_ctx *ctx, unsigned int slot)
-{
-	unsigned long flags;
-
-	spin_lock_irqsave(&ctx->slot_lock, flags);
-	__clear_bit(slot, ctx->slot_used);
-	spin_unlock_irqrestore(&ctx->slot_lock, flags);
 }
 
 static struct twostep_alloc __rcu **twostep_slot_ptr(struct twostep_ctx *ctx,
