@@ -82,7 +82,8 @@ ts_backports_kernel() {
 }
 
 # Release for a kernel name used in configurations: 6.1 (Debian 12, the
-# default) or 6.12 (Debian 12 backports).
+# default), 6.12 (Debian 12 backports) or 7.3 (Debian 13 backports, with
+# the native API; built against in a chroot, see native.sh).
 ts_kernel_for() {
 	case "$1" in
 	""|6.1) echo "$TS_KREL_DEFAULT" ;;
@@ -90,7 +91,10 @@ ts_kernel_for() {
 		[ -n "${TS_KREL_BACKPORTS:-}" ] ||
 			TS_KREL_BACKPORTS=$(ts_backports_kernel)
 		echo "$TS_KREL_BACKPORTS" ;;
-	*) ts_die "unknown kernel '$1' (have: 6.1 6.12)" ;;
+	7.3)
+		ts_native_setup
+		echo "$TS_KREL_NATIVE" ;;
+	*) ts_die "unknown kernel '$1' (have: 6.1 6.12 7.3)" ;;
 	esac
 }
 
@@ -99,6 +103,21 @@ ts_kernel_for() {
 ts_build_modules() {
 	local log=$TS_RESULTS/build-$TS_KREL.log
 	ts_log "building twostep.ko and twostep_selftest.ko for $TS_KREL"
+	if [ "$TS_KREL" = "${TS_KREL_NATIVE:-}" ]; then
+		ts_native_stage twostep Kbuild Makefile dkms.conf include src \
+			selftest
+		if ! ts_native_make twostep "$log" -j"$(nproc)" \
+			KCFLAGS=-Werror; then
+			cat "$log" >&2
+			ts_die "module build for $TS_KREL (in the Debian 13 chroot) failed"
+		fi
+		grep -q -i 'warning:' "$log" &&
+			{ grep -i 'warning:' "$log" >&2; ts_die "module build for $TS_KREL has warnings"; }
+		mkdir -p "$TS_RESULTS/$TS_KREL"
+		cp "$TS_CHROOT"/build/twostep/{twostep.ko,twostep_selftest.ko} \
+			"$TS_RESULTS/$TS_KREL/"
+		return 0
+	fi
 	make -C "$TS_ROOT" clean KERNELRELEASE="$TS_KREL" >/dev/null 2>&1
 	if ! make -C "$TS_ROOT" -j"$(nproc)" KERNELRELEASE="$TS_KREL" \
 		KCFLAGS=-Werror >"$log" 2>&1; then
@@ -119,7 +138,9 @@ ts_build_modules() {
 # first (virtio-iommu, where it is a module), and an init that loads them
 # all and powers off: $TS_RESULTS/$TS_KREL/initramfs.cpio.gz.
 ts_build_initramfs() {
-	local dir=$TS_RESULTS/$TS_KREL/initramfs lib mod
+	local dir=$TS_RESULTS/$TS_KREL/initramfs lib mod base=()
+	# the native kernel's modules are unpacked in the cache, not installed
+	[ "$TS_KREL" = "${TS_KREL_NATIVE:-}" ] && base=(-d "$(ts_native_modbase)")
 	rm -rf "$dir"
 	mkdir -p "$dir"/{bin,sbin,proc,sys,dev,lib/twostep/preload,lib64}
 	cp /bin/busybox "$dir/bin/busybox"
@@ -132,8 +153,9 @@ ts_build_initramfs() {
 	cp "$TS_RESULTS/$TS_KREL/twostep.ko" \
 		"$TS_RESULTS/$TS_KREL/twostep_selftest.ko" "$dir/lib/twostep/"
 	: >"$dir/lib/twostep/preload.list"
-	if modinfo -k "$TS_KREL" virtio_iommu >/dev/null 2>&1; then
-		for mod in $(modprobe -S "$TS_KREL" --show-depends virtio_iommu |
+	if modprobe "${base[@]}" -S "$TS_KREL" --show-depends virtio_iommu \
+		>/dev/null 2>&1; then
+		for mod in $(modprobe "${base[@]}" -S "$TS_KREL" --show-depends virtio_iommu |
 			awk '$1 == "insmod" { print $2 }'); do
 			cp "$mod" "$dir/lib/twostep/preload/"
 			echo "/lib/twostep/preload/$(basename "$mod")" \
@@ -155,7 +177,7 @@ ts_config() {
 	local platform=${1%@*} edus=1 wo=-1
 	TS_KERNEL_NAME=6.1
 	[ "$platform" != "$1" ] && TS_KERNEL_NAME=${1#*@}
-	case "$TS_KERNEL_NAME" in 6.1|6.12) ;; *) return 1 ;; esac
+	case "$TS_KERNEL_NAME" in 6.1|6.12|7.3) ;; *) return 1 ;; esac
 	set -- "$platform"
 	TS_QEMU_ARGS=(-machine q35,kernel-irqchip=split)
 	TS_APPEND=""
@@ -200,7 +222,7 @@ ts_config() {
 		TS_QEMU_ARGS+=(-device amd-iommu)
 		TS_APPEND="iommu.strict=1 iommu.forcedac=1"
 		TS_EXPECT_API=1 wo=1
-		if [ "$TS_KERNEL_NAME" = 6.12 ]; then
+		if [ "$TS_KERNEL_NAME" != 6.1 ]; then
 			TS_EDU_BITS=40 TS_APPEND="iommu.strict=1"
 		fi ;;
 	virtio)
@@ -227,6 +249,8 @@ ts_config() {
 	*)
 		return 1 ;;
 	esac
+	# 7.3's Intel driver no longer grants reads to DMA_FROM_DEVICE maps
+	[ "$TS_KERNEL_NAME" = 7.3 ] && [ "$wo" = 0 ] && wo=1
 	# the neighbour race needs two vCPUs; with one it says skip
 	[ "$TS_SMP" -lt 2 ] && TS_SUMMARIES=$(printf '%s' "$TS_SUMMARIES" |
 		sed 's/|neighbour rounds//')
@@ -245,7 +269,7 @@ ts_config() {
 	esac
 }
 
-TS_CONFIGS_ALL="intel intel-lazy intel-cm intel-group amd intel-pt none intel@6.12 intel-group@6.12 virtio@6.12 amd@6.12 intel-pt@6.12 none@6.12"
+TS_CONFIGS_ALL="intel intel-lazy intel-cm intel-group amd intel-pt none intel@6.12 intel-group@6.12 virtio@6.12 amd@6.12 intel-pt@6.12 none@6.12 intel@7.3 intel-lazy@7.3 amd@7.3 virtio@7.3"
 
 # TCG always; KVM only when asked for with TWOSTEP_KVM=1 and usable.
 ts_accel() {
@@ -279,17 +303,19 @@ ts_boot() {
 }
 
 ts_boot_once() {
-	local cfg=$1 log=$TS_RESULTS/$1.log accel krel
+	local cfg=$1 log=$TS_RESULTS/$1.log accel krel vmlinuz
 	local icount=()
 	ts_config "$cfg" || ts_die "unknown configuration $cfg"
 	krel=$(ts_kernel_for "$TS_KERNEL_NAME")
+	vmlinuz=/boot/vmlinuz-$krel
+	[ "$TS_KERNEL_NAME" = 7.3 ] && vmlinuz=$(ts_native_vmlinuz)
 	accel=$(ts_accel)
 	[ "$accel" = tcg ] && [ -n "$TS_ICOUNT" ] && icount=(-icount "$TS_ICOUNT")
 	timeout --foreground -k 10 "$TS_BOOT_TIMEOUT" qemu-system-x86_64 \
 		-accel "$accel" -m 512 -smp "$TS_SMP" "${icount[@]}" \
 		-display none -monitor none -serial stdio -no-reboot \
 		"${TS_QEMU_ARGS[@]}" \
-		-kernel "/boot/vmlinuz-$krel" \
+		-kernel "$vmlinuz" \
 		-initrd "$TS_RESULTS/$krel/initramfs.cpio.gz" \
 		-append "console=ttyS0 panic=-1 oops=panic $TS_APPEND ts_expect=$TS_EXPECT_API ts_cases=${TWOSTEP_CASES:-all}" \
 		</dev/null >"$log" 2>"$TS_RESULTS/$cfg.qemu.log"
@@ -384,3 +410,5 @@ ts_parse() {
 		printf "%d %d %d\n", pass, fail + infra, skip
 	}' "$TS_RESULTS/$cfg.qemu.log" "$log"
 }
+
+. "$TS_ROOT/qemu/native.sh"

@@ -56,6 +56,7 @@ ts_install_deps
 [ "$bench" = 1 ] && ts_need_packages gnuplot-nox
 # resolve (and install) the backports kernel once, before any subshell
 case " $kernels " in *" 6.12 "*) TS_KREL_BACKPORTS=$(ts_kernel_for 6.12) ;; esac
+case " $kernels " in *" 7.3 "*) ts_native_setup ;; esac
 
 # Add to the totals and to the kernel x platform table (summed per name).
 add() {
@@ -105,7 +106,7 @@ bench_report() {
 
 for k in $kernels; do
 	TS_KREL=$(ts_kernel_for "$k")
-	if [ "$static" = 1 ]; then
+	if [ "$static" = 1 ] && [ "$k" != 7.3 ]; then
 		echo "== static analysis on $TS_KREL (W=1, sparse, checkpatch --strict, kernel-doc; log: $TS_RESULTS/static.log)"
 		tally "static@$k" "$(ts_static_checks)"
 	fi
@@ -168,7 +169,7 @@ done
 plats=$(tr ' ' '\n' <<<"$plats" | sed '/^$/d' | sort)
 for plat in $plats; do printf ' %-13s' "$plat"; done
 echo
-for k in 6.1 6.12; do
+for k in 6.1 6.12 7.3; do
 	printf '  %-12s' "$k"
 	for plat in $plats; do
 		v=${cell[$plat@$k]:-}

@@ -1,0 +1,123 @@
+# SPDX-License-Identifier: GPL-2.0
+# shellcheck shell=bash
+# The kernel with the native dma_iova_* API: Debian 13 backports' newest
+# (7.3.x). Its headers need Debian 13's gcc-14 and libc, so everything
+# built against it is built inside a Debian 13 chroot made by mmdebstrap
+# from the Debian source this machine's apt already uses (the suite name
+# is derived here, no mirror name is kept in the repository). The chroot,
+# the kernel's headers and its image (vmlinuz and modules, unpacked) live
+# in the cache and are made once. Sourced after lib.sh.
+
+TS_NATIVE_SUITE=trixie
+TS_NATIVE_PACKAGES="gcc-14,make,libc6-dev,kmod,xz-utils"
+
+# The Debian source URI this machine's apt uses for bookworm/main.
+ts_native_uri() {
+	apt-cache policy | awk '$3 == "bookworm/main" && $4 == "amd64" {
+		print $2; exit }'
+}
+
+# Run a command inside the chroot with /proc mounted for its duration.
+ts_chroot() {
+	local root=$1 rc=0
+	shift
+	mount -t proc proc "$root/proc"
+	chroot "$root" "$@" || rc=$?
+	umount "$root/proc"
+	return "$rc"
+}
+
+# Make (or find) the chroot with the newest backports kernel's headers and
+# its unpacked image; sets TS_CHROOT and TS_KREL_NATIVE. Cached under a
+# key of everything it is made from.
+ts_native_setup() {
+	local uri key tmp krel log deb
+	[ -n "${TS_KREL_NATIVE:-}" ] && return 0
+	ts_need_packages mmdebstrap kmod xz-utils
+	uri=$(ts_native_uri)
+	[ -n "$uri" ] || ts_die "apt knows no bookworm/main source to derive $TS_NATIVE_SUITE from"
+	key=$( { echo "$uri $TS_NATIVE_SUITE $TS_NATIVE_PACKAGES"
+		declare -f ts_native_setup; } | sha256sum | cut -c1-12)
+	TS_CHROOT=$TS_CACHE/chroot-$TS_NATIVE_SUITE-$key
+	if [ ! -f "$TS_CHROOT/.twostep-complete" ]; then
+		mkdir -p "$TS_CACHE"
+		tmp=$(mktemp -d "$TS_CACHE/chroot.XXXXXX")
+		log=$tmp.log
+		ts_log "Debian 13 chroot: building with mmdebstrap (under a minute; log: $log)"
+		if ! mmdebstrap --variant=apt --components=main \
+			--include="$TS_NATIVE_PACKAGES" "$TS_NATIVE_SUITE" \
+			"$tmp" "deb $uri $TS_NATIVE_SUITE main" \
+			"deb $uri $TS_NATIVE_SUITE-backports main" >"$log" 2>&1; then
+			tail -n 20 "$log" >&2
+			rm -rf "$tmp"
+			ts_die "mmdebstrap of $TS_NATIVE_SUITE failed"
+		fi
+		# the newest backports kernel: its headers inside, its image
+		# (vmlinuz in linux-binary-<release>, modules in
+		# linux-modules-<release>)
+		# downloaded and unpacked beside
+		if ! ts_chroot "$tmp" sh -ec '
+			apt-get update -qq
+			krel=$(apt-cache show "linux-headers-amd64/'"$TS_NATIVE_SUITE"'-backports" |
+				sed -n "s/^Depends: //p" | head -n 1 |
+				grep -o "linux-headers-[^ ,]*" | sed "s/^linux-headers-//")
+			test -n "$krel"
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+				--no-install-recommends "linux-headers-$krel"
+			mkdir -p /twostep-kernel
+			cd /twostep-kernel
+			apt-get download -qq "linux-binary-$krel" \
+				"linux-modules-$krel"
+			echo "$krel" >/twostep-kernel/release
+			apt-get clean' >>"$log" 2>&1; then
+			tail -n 20 "$log" >&2
+			rm -rf "$tmp"
+			ts_die "installing Debian 13 backports' kernel in the chroot failed"
+		fi
+		krel=$(cat "$tmp/twostep-kernel/release")
+		mkdir -p "$tmp/twostep-kernel/root"
+		for deb in "$tmp"/twostep-kernel/linux-*.deb; do
+			dpkg-deb -x "$deb" "$tmp/twostep-kernel/root"
+		done
+		depmod -b "$tmp/twostep-kernel/root/usr" "$krel" 2>>"$log" ||
+			{ rm -rf "$tmp"; ts_die "depmod for $krel failed"; }
+		[ -r "$tmp/twostep-kernel/root/usr/lib/modules/$krel/vmlinuz" ] ||
+			{ rm -rf "$tmp"; ts_die "no vmlinuz in $krel's package"; }
+		touch "$tmp/.twostep-complete"
+		rm -rf "$TS_CACHE"/chroot-"$TS_NATIVE_SUITE"-*
+		mv "$tmp" "$TS_CHROOT"
+		mv "$log" "$TS_CHROOT.log"
+		ts_log "Debian 13 chroot: ready at $TS_CHROOT ($krel)"
+	fi
+	TS_KREL_NATIVE=$(cat "$TS_CHROOT/twostep-kernel/release")
+}
+
+# Where the native kernel's modules tree is (for modprobe -d / modinfo -b)
+# and its vmlinuz.
+ts_native_modbase() {
+	ts_native_setup
+	echo "$TS_CHROOT/twostep-kernel/root/usr"
+}
+ts_native_vmlinuz() {
+	ts_native_setup
+	echo "$TS_CHROOT/twostep-kernel/root/usr/lib/modules/$TS_KREL_NATIVE/vmlinuz"
+}
+
+# Copy PATHS (relative to the tree) into the chroot's /build/NAME:
+# ts_native_stage NAME PATH...
+ts_native_stage() {
+	local name=$1
+	shift
+	rm -rf "$TS_CHROOT/build/$name"
+	mkdir -p "$TS_CHROOT/build/$name"
+	(cd "$TS_ROOT" && cp -a "$@" "$TS_CHROOT/build/$name/")
+}
+
+# make in the chroot's /build/NAME against the native kernel's headers:
+# ts_native_make NAME LOG [make arguments...]
+ts_native_make() {
+	local name=$1 log=$2
+	shift 2
+	ts_chroot "$TS_CHROOT" make -C "/build/$name" \
+		KDIR="/usr/src/linux-headers-$TS_KREL_NATIVE" "$@" >"$log" 2>&1
+}
