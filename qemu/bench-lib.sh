@@ -5,8 +5,13 @@
 # edu's config dword 0x40, and the vIOMMU's IOTLB invalidation descriptors)
 # into CSV rows, a Markdown table and a log-log plot. Sourced after lib.sh.
 
-TS_BENCH_METHODS="twostep twostep_unlink classic classic_sg floor_map_pages floor_contig"
-TS_BENCH_SIZES="1 4 16 64 256 1024 4096"
+# The guest kernel of the benchmark: 7.3 (Debian 13 backports, whose own
+# dma_iova_* is timed beside twostep) by default, or 6.1 / 6.12.
+TS_BENCH_KERNEL=${TS_BENCH_KERNEL:-7.3}
+TS_BENCH_METHODS="twostep twostep_unlink twostep_contig classic classic_sg floor_map_pages floor_contig"
+[ "$TS_BENCH_KERNEL" = 7.3 ] &&
+	TS_BENCH_METHODS="$TS_BENCH_METHODS native native_unlink native_contig"
+TS_BENCH_SIZES="1 4 16 64 256 512 1024 4096"
 TS_BENCH_CSV_HEADER="mode,method,n,reps,map_ns_page,map_min,map_max,unmap_ns_page,unmap_min,unmap_max,map_vs_classic,unmap_vs_classic,inval_map_per_call,inval_unmap_per_call"
 
 # The sizes a run covers: those of TS_BENCH_SIZES up to TS_BENCH_MAX_N, as
@@ -19,9 +24,19 @@ ts_bench_sizes() {
 	echo "${out% }"
 }
 
+# The configuration of benchmark MODE on TS_BENCH_KERNEL.
+ts_bench_cfg() {
+	if [ "$TS_BENCH_KERNEL" = 6.1 ]; then
+		echo "bench-$1"
+	else
+		echo "bench-$1@$TS_BENCH_KERNEL"
+	fi
+}
+
 # CSV rows of one bench configuration, on stdout.
 ts_bench_rows() {
 	local cfg=$1 mode=${1#bench-}
+	mode=${mode%@*}
 	awk -v mode="$mode" -v methods="$TS_BENCH_METHODS" \
 		-v sizes="$TS_BENCH_SIZES" -v prefix="$TS_KTAP_PREFIX" '
 	function hex(s,   i, c, v) {
@@ -96,16 +111,25 @@ ts_bench_markdown() {
 	}' "$1"
 }
 
-# The targets at N = 256 in one mode, from a CSV file (informational).
+# The targets at N = 256 (and against the native implementation at N = 256
+# and 512) in one mode, from a CSV file (informational).
 ts_bench_targets() {
 	awk -F, -v mode="$2" '
-	$1 == mode && $3 == 256 { map[$2] = $5; unmap[$2] = $8; iu[$2] = $14; im[$2] = $13 }
+	$1 == mode { map[$2, $3] = $5; unmap[$2, $3] = $8; iu[$2, $3] = $14; im[$2, $3] = $13 }
 	END {
-		if (!("twostep" in map)) { printf "- %s: no N = 256 in this run\n", mode; exit }
-		printf "- %s, N = 256: unmap twostep/classic %.4f (target <= 0.01); ", mode, unmap["twostep"] / unmap["classic"]
-		printf "map twostep/classic %.3f (target <= 0.15); ", map["twostep"] / map["classic"]
-		printf "map twostep/floor_map_pages %.2f (target <= 1.3); ", map["twostep"] / map["floor_map_pages"]
-		printf "IOTLB invalidations per twostep sync %.2f, per destroy %.2f\n", im["twostep"], iu["twostep"]
+		if (!(("twostep", 256) in map)) { printf "- %s: no N = 256 in this run\n", mode; exit }
+		printf "- %s, N = 256: unmap twostep/classic %.4f (target <= 0.01); ", mode, unmap["twostep", 256] / unmap["classic", 256]
+		printf "map twostep/classic %.3f (target <= 0.15); ", map["twostep", 256] / map["classic", 256]
+		printf "map twostep/floor_map_pages %.2f (target <= 1.3); ", map["twostep", 256] / map["floor_map_pages", 256]
+		printf "IOTLB invalidations per twostep sync %.2f, per destroy %.2f\n", im["twostep", 256], iu["twostep", 256]
+		for (n = 256; n <= 512; n += 256) {
+			if (!(("native", n) in map)) continue
+			printf "- %s, N = %d, against the native dma_iova_*: map twostep/native %.2f, unmap %.2f (targets <= 1.2); contiguous link map %.2f, unmap %.2f; IOTLB invalidations per sync / unlink / destroy twostep %.2f / %.2f / %.2f, native %.2f / %.2f / %.2f\n", mode, n,
+				map["twostep", n] / map["native", n], unmap["twostep", n] / unmap["native", n],
+				map["twostep_contig", n] / map["native_contig", n], unmap["twostep_contig", n] / unmap["native_contig", n],
+				im["twostep", n], iu["twostep_unlink", n], iu["twostep", n],
+				im["native", n], iu["native_unlink", n], iu["native", n]
+		}
 	}' "$1"
 }
 
@@ -157,7 +181,7 @@ ts_bench_run() {
 	rm -f "$csv" "$dir/bench.md" "$dir"/bench-*.png
 	echo "$TS_BENCH_CSV_HEADER" >"$csv" || return 1
 	for mode in "$@"; do
-		cfg=bench-$mode
+		cfg=$(ts_bench_cfg "$mode")
 		ts_log "benchmark: $cfg (${TS_BENCH_REPS:-9} repetitions, N <= ${TS_BENCH_MAX_N:-4096})"
 		rm -f "$TS_RESULTS/$cfg".{log,trace,qemu.log,rc}
 		rc=0
@@ -173,8 +197,7 @@ ts_bench_run() {
 		ts_bench_rows "$cfg" >>"$csv" || status=1
 	done
 
-	# bench configurations boot the default kernel
-	krel=$(ts_kernel_for 6.1)
+	krel=$(ts_kernel_for "$TS_BENCH_KERNEL")
 	if ! {
 		echo "# twostep benchmark"
 		echo
@@ -224,12 +247,26 @@ ts_bench_smoke_checks() {
 			if ($13 > 1) inval_bad++
 		}
 		m[$2] = 1
+		im[$2, $3] = $13; iu[$2, $3] = $14
 	}
 	END {
 		nm = split(methods, mm, " "); ns = split(sizes, ss, " ")
 		for (i = 1; i <= nm; i++) if (!(mm[i] in m)) bad++
 		check(rows == nm * ns && !bad, sprintf("bench_table_well_formed (%d rows)", rows))
 		check(tw > 0 && !inval_bad, "bench_one_iotlb_invalidation_per_twostep_unmap")
+		if ("native" in m) {
+			# per sync, unlink and destroy, at every N
+			for (i = 1; i <= ns; i++) {
+				n = ss[i]
+				if (im["twostep", n] != im["native", n] ||
+				    iu["twostep", n] != iu["native", n] ||
+				    iu["twostep_unlink", n] != iu["native_unlink", n] ||
+				    im["twostep_contig", n] != im["native_contig", n] ||
+				    iu["twostep_contig", n] != iu["native_contig", n])
+					differ++
+			}
+			check(!differ, sprintf("bench_iotlb_invalidations_equal_native (%d sizes differ)", differ))
+		}
 		printf "%d %d\n", pass, fail
 	}' <<<"$rows"
 }

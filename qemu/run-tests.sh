@@ -32,7 +32,7 @@ for c in $configs; do
 		static=1
 	elif [ "$c" = bench-smoke ]; then
 		bench=1
-		need_kernel 6.1
+		need_kernel "$TS_BENCH_KERNEL"
 	else
 		ts_config "$c" ||
 			ts_die "unknown configuration '$c' (have: static $TS_CONFIGS_ALL bench-smoke dkms)"
@@ -91,7 +91,7 @@ bench_report() {
 	local mode cfg rc
 	echo "== bench-smoke (make bench's pipeline: $TS_BENCH_MODES, $TS_BENCH_REPS repetitions, N <= $TS_BENCH_MAX_N; exit $1, log: $bench_dir/pipeline.log)"
 	for mode in $TS_BENCH_MODES; do
-		cfg=bench-$mode
+		cfg=$(ts_bench_cfg "$mode")
 		rc=$(cat "$TS_RESULTS/$cfg.rc" 2>/dev/null || echo 255)
 		echo "   $cfg (QEMU status $rc, console: $TS_RESULTS/$cfg.log)"
 		tally bench-smoke "$(ts_parse "$cfg" "$rc")"

@@ -31,6 +31,11 @@
 #define BM_BLOCK_ORDER	10	/* 4 MiB contiguous block for floor_contig */
 #define BM_REPS_MAX	64
 
+/*
+ * twostep_contig and native_contig link the pages of one physically
+ * contiguous block with a single link call; the native methods exist where
+ * the kernel has its own dma_iova_*().
+ */
 enum bm_method {
 	BM_TWOSTEP,
 	BM_TWOSTEP_UNLINK,
@@ -38,15 +43,30 @@ enum bm_method {
 	BM_CLASSIC_SG,
 	BM_FLOOR_PAGES,
 	BM_FLOOR_CONTIG,
+	BM_TWOSTEP_CONTIG,
+	BM_NATIVE,
+	BM_NATIVE_UNLINK,
+	BM_NATIVE_CONTIG,
 	BM_NR,
 };
 
 static const char *const bm_names[BM_NR] = {
 	"twostep", "twostep_unlink", "classic", "classic_sg",
-	"floor_map_pages", "floor_contig",
+	"floor_map_pages", "floor_contig", "twostep_contig", "native",
+	"native_unlink", "native_contig",
 };
 
-static const unsigned int bm_sizes[] = { 1, 4, 16, 64, 256, 1024, 4096 };
+static bool bm_available(enum bm_method m)
+{
+	return IS_ENABLED(TS_HAVE_NATIVE) ||
+	       (m != BM_NATIVE && m != BM_NATIVE_UNLINK &&
+		m != BM_NATIVE_CONTIG);
+}
+
+/* 512: 2 MiB of 4 KiB pages, what GPU shared virtual memory maps per fault */
+static const unsigned int bm_sizes[] = {
+	1, 4, 16, 64, 256, 512, 1024, 4096
+};
 
 enum bm_phase { BM_PHASE_MAP, BM_PHASE_UNMAP, BM_PHASE_END };
 
@@ -82,6 +102,9 @@ static int bm_run(struct bm *b, enum bm_method m, unsigned int si,
 	struct device *dev = b->t->dev;
 	unsigned int n = bm_sizes[si], i;
 	struct twostep_iova_state st;
+#ifdef TS_HAVE_NATIVE
+	struct dma_iova_state nst;
+#endif
 	struct iommu_iotlb_gather gather;
 	struct sg_table sgt = { };
 	struct scatterlist *sg;
@@ -118,6 +141,39 @@ static int bm_run(struct bm *b, enum bm_method m, unsigned int si,
 						DMA_BIDIRECTIONAL, 0);
 		ret = ret ?: twostep_iova_sync(dev, &st, 0, len);
 		break;
+	case BM_TWOSTEP_CONTIG:
+		if (!twostep_iova_try_alloc(dev, &st, 0, len)) {
+			ret = -ENOMEM;
+			break;
+		}
+		ret = twostep_iova_link(dev, &st, page_to_phys(b->block), 0,
+					len, DMA_BIDIRECTIONAL, 0);
+		ret = ret ?: twostep_iova_sync(dev, &st, 0, len);
+		break;
+#ifdef TS_HAVE_NATIVE
+	case BM_NATIVE:
+	case BM_NATIVE_UNLINK:
+		if (!dma_iova_try_alloc(dev, &nst, 0, len)) {
+			ret = -ENOMEM;
+			break;
+		}
+		for (i = 0; i < n && !ret; i++)
+			ret = dma_iova_link(dev, &nst,
+					    page_to_phys(b->pages[i]),
+					    i * PAGE_SIZE, PAGE_SIZE,
+					    DMA_BIDIRECTIONAL, 0);
+		ret = ret ?: dma_iova_sync(dev, &nst, 0, len);
+		break;
+	case BM_NATIVE_CONTIG:
+		if (!dma_iova_try_alloc(dev, &nst, 0, len)) {
+			ret = -ENOMEM;
+			break;
+		}
+		ret = dma_iova_link(dev, &nst, page_to_phys(b->block), 0, len,
+				    DMA_BIDIRECTIONAL, 0);
+		ret = ret ?: dma_iova_sync(dev, &nst, 0, len);
+		break;
+#endif
 	case BM_CLASSIC:
 		for (i = 0; i < n; i++) {
 			b->addrs[i] = dma_map_page(dev, b->pages[i], 0,
@@ -158,8 +214,23 @@ static int bm_run(struct bm *b, enum bm_method m, unsigned int si,
 	t2 = ktime_get_ns();
 	switch (m) {
 	case BM_TWOSTEP:
+	case BM_TWOSTEP_CONTIG:
 		twostep_iova_destroy(dev, &st, len, DMA_BIDIRECTIONAL, 0);
 		break;
+#ifdef TS_HAVE_NATIVE
+	case BM_NATIVE:
+	case BM_NATIVE_CONTIG:
+		if (!ret)
+			dma_iova_destroy(dev, &nst, len, DMA_BIDIRECTIONAL, 0);
+		break;
+	case BM_NATIVE_UNLINK:
+		if (!ret) {
+			dma_iova_unlink(dev, &nst, 0, len, DMA_BIDIRECTIONAL,
+					0);
+			dma_iova_free(dev, &nst);
+		}
+		break;
+#endif
 	case BM_TWOSTEP_UNLINK:
 		twostep_iova_unlink(dev, &st, 0, len, DMA_BIDIRECTIONAL, 0);
 		twostep_iova_free(dev, &st);
@@ -234,6 +305,8 @@ static void bm_report(struct bm *b, unsigned int nsizes)
 
 	for (si = 0; si < nsizes; si++) {
 		for (m = 0; m < BM_NR; m++) {
+			if (!bm_available(m))
+				continue;
 			bm_figures(b->map_ns[m][si], b->reps, bm_sizes[si], mf);
 			bm_figures(b->unmap_ns[m][si], b->reps, bm_sizes[si],
 				   uf);
@@ -347,7 +420,8 @@ static int case_bench(struct ts *t)
 			for (m = 0; m < BM_NR; m++) {
 				enum bm_method mm = (m + rep) % BM_NR;
 
-				if (!(t->bench_mask & BIT(mm)))
+				if (!(t->bench_mask & BIT(mm)) ||
+				    !bm_available(mm))
 					continue;
 
 				if (bm_run(b, mm, si, rep)) {

@@ -1130,6 +1130,7 @@ static const struct ts_group ts_groups[] = {
 	{ ts_cases, &ts_ncases },
 	{ ts_robust_cases, &ts_robust_ncases },
 	{ ts_device_cases, &ts_device_ncases },
+	{ ts_fidelity_cases, &ts_fidelity_ncases },
 	{ ts_final_cases, &ts_final_ncases },
 	{ }
 };
@@ -1166,6 +1167,7 @@ static void ts_run_one(struct ts *t, const struct ts_case *c,
 
 	t->failed = 0;
 	t->skip[0] = '\0';
+	t->data = c->data;
 	if (c->needs_api && !t->api) {
 		if (t->expect_api == 1) {
 			ts_diag("try_alloc says no where the API is expected");

@@ -7,6 +7,7 @@
 #ifndef _TWOSTEP_KTAP_H
 #define _TWOSTEP_KTAP_H
 
+#include <linux/dma-mapping.h>
 #include <linux/printk.h>
 #include <linux/types.h>
 
@@ -43,6 +44,9 @@
  * @write_only: 1 the IOMMU driver enforces write-only mappings, 0 not, -1 ?
  * @large_range: bytes of the largest range case
  * @neighbour_rounds: rounds of each thread of the neighbour race case
+ * @backends: implementations the fidelity cases run against
+ *            (TS_BACKEND_TWOSTEP, TS_BACKEND_NATIVE)
+ * @data: the running case's &struct ts_case.data
  */
 struct ts {
 	struct edu_dev *edu;
@@ -65,24 +69,38 @@ struct ts {
 	int write_only;
 	unsigned long large_range;
 	unsigned int neighbour_rounds;
+	unsigned int backends;
+	const void *data;
 };
+
+/* The kernel has its own dma_iova_*() (upstream defines this flag beside) */
+#ifdef DMA_IOVA_USE_SWIOTLB
+#define TS_HAVE_NATIVE		1
+#endif
+
+#define TS_BACKEND_TWOSTEP	BIT(0)
+#define TS_BACKEND_NATIVE	BIT(1)
 
 /**
  * struct ts_case - one KTAP case
  * @name: KTAP name, also what the "cases" parameter selects
  * @run: returns 0 (passed unless an assertion failed) or TS_SKIP
  * @needs_api: skipped (or failed, when the API is expected) without twostep
+ * @data: what the case describes, for a @run shared by several cases
  */
 struct ts_case {
 	const char *name;
 	int (*run)(struct ts *t);
 	bool needs_api;
+	const void *data;
 };
 
 extern const struct ts_case ts_robust_cases[];
 extern const unsigned int ts_robust_ncases;
 extern const struct ts_case ts_device_cases[];
 extern const unsigned int ts_device_ncases;
+extern const struct ts_case ts_fidelity_cases[];
+extern const unsigned int ts_fidelity_ncases;
 extern const struct ts_case ts_bench_cases[];
 extern const unsigned int ts_bench_ncases;
 

@@ -8,6 +8,7 @@
 
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/string.h>
 
 #include "edu.h"
 #include "ktap.h"
@@ -50,7 +51,7 @@ static uint bench_max_n = 4096;
 module_param(bench_max_n, uint, 0444);
 MODULE_PARM_DESC(bench_max_n, "largest number of pages benchmarked");
 
-static uint bench_mask = 0xff;
+static uint bench_mask = 0x3ff;
 module_param(bench_mask, uint, 0444);
 MODULE_PARM_DESC(bench_mask, "benchmark methods to run, one bit each (default: all)");
 
@@ -78,6 +79,27 @@ module_param(neighbour_rounds, uint, 0444);
 MODULE_PARM_DESC(neighbour_rounds,
 		 "link/unlink rounds of each thread of the neighbour race case");
 
+static char *backend;
+module_param(backend, charp, 0444);
+MODULE_PARM_DESC(backend,
+		 "implementations the fidelity cases run against: twostep, native or both (default: both where the kernel has its own)");
+
+/* The "backend" parameter as TS_BACKEND_* bits; 0 when it names nothing. */
+static unsigned int ts_backends(void)
+{
+	bool native = IS_ENABLED(TS_HAVE_NATIVE);
+
+	if (!backend || !*backend)
+		return TS_BACKEND_TWOSTEP | (native ? TS_BACKEND_NATIVE : 0);
+	if (!strcmp(backend, "twostep"))
+		return TS_BACKEND_TWOSTEP;
+	if (native && !strcmp(backend, "native"))
+		return TS_BACKEND_NATIVE;
+	if (native && !strcmp(backend, "both"))
+		return TS_BACKEND_TWOSTEP | TS_BACKEND_NATIVE;
+	return 0;
+}
+
 static int __init twostep_selftest_init(void)
 {
 	struct edu_dev *edu;
@@ -86,6 +108,13 @@ static int __init twostep_selftest_init(void)
 
 	if (hw_dma_bits < 33 || hw_dma_bits > 64) {
 		pr_err("hw_dma_bits must be 33..64\n");
+		return -EINVAL;
+	}
+	t.backends = ts_backends();
+	if (!t.backends) {
+		pr_err("backend must be twostep%s\n",
+		       IS_ENABLED(TS_HAVE_NATIVE) ? ", native or both" :
+		       " (this kernel has no dma_iova_* of its own)");
 		return -EINVAL;
 	}
 	ret = edu_driver_register(hw_dma_bits, detach_on_remove);
