@@ -6,7 +6,7 @@
 # linux-source package into the cache), kernel-doc silent on the public
 # header. Sourced after lib.sh; prints check lines and "passed failed".
 
-TS_SOURCES="include/*.h src/*.c src/*.h selftest/*.c selftest/*.h"
+TS_SOURCES="include/*.h src/*.c src/*.h selftest/*.c selftest/*.h example/*.c"
 
 # checkpatch.pl of the kernel series being built for, from linux-source.
 ts_checkpatch() {
@@ -37,7 +37,7 @@ ts_static_checks() {
 	work=$(mktemp -d)
 	log=$TS_RESULTS/static.log
 	: >"$log"
-	cp -a "$TS_ROOT"/{Kbuild,Makefile,dkms.conf,include,src,selftest} "$work/"
+	cp -a "$TS_ROOT"/{Kbuild,Makefile,dkms.conf,include,src,selftest,example} "$work/"
 	check() { # ok name detail
 		if [ "$1" = 1 ]; then
 			printf '  %-9s ok   %s\n' static "$2"; pass=$((pass + 1))
@@ -48,7 +48,9 @@ ts_static_checks() {
 	}
 	local pass=0 fail=0
 
-	out=$(make -C "$work" KERNELRELEASE="$TS_KREL" W=1 C=2 2>&1)
+	out=$(make -C "$work" KERNELRELEASE="$TS_KREL" W=1 C=2 2>&1 &&
+		make -C "$work/example" KDIR="/lib/modules/$TS_KREL/build" \
+			KBUILD_EXTRA_SYMBOLS="$work/Module.symvers" W=1 C=2 2>&1)
 	printf '%s\n' "$out" >>"$log"
 	if printf '%s\n' "$out" | grep -q -E 'Error [0-9]|error:'; then
 		check 0 build_w1_and_sparse_silent "build failed (see $log)"
@@ -74,10 +76,10 @@ ts_static_checks() {
 	kdoc=$(readlink -f "/lib/modules/$TS_KREL/build/scripts")/kernel-doc
 	[ -x "$kdoc" ] ||
 		kdoc=$(ls /usr/src/linux-headers-"${TS_KREL%-*}"-common/scripts/kernel-doc 2>/dev/null)
-	out=$("$kdoc" -none "$TS_ROOT/include/twostep.h" 2>&1)
+	out=$("$kdoc" -none "$TS_ROOT"/include/*.h 2>&1)
 	printf '%s\n' "$out" >>"$log"
 	check $(( $(printf '%s' "$out" | grep -c .) == 0 )) \
-		kernel_doc_public_header "$(printf '%s\n' "$out" | head -n 3)"
+		kernel_doc_public_headers "$(printf '%s\n' "$out" | head -n 3)"
 	rm -rf "$work"
 	echo "$pass $fail"
 }

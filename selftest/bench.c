@@ -58,7 +58,7 @@ static const char *const bm_names[BM_NR] = {
 
 static bool bm_available(enum bm_method m)
 {
-	return IS_ENABLED(TS_HAVE_NATIVE) ||
+	return TS_HAVE_NATIVE ||
 	       (m != BM_NATIVE && m != BM_NATIVE_UNLINK &&
 		m != BM_NATIVE_CONTIG);
 }
@@ -102,7 +102,7 @@ static int bm_run(struct bm *b, enum bm_method m, unsigned int si,
 	struct device *dev = b->t->dev;
 	unsigned int n = bm_sizes[si], i;
 	struct twostep_iova_state st;
-#ifdef TS_HAVE_NATIVE
+#if TS_HAVE_NATIVE
 	struct dma_iova_state nst;
 #endif
 	struct iommu_iotlb_gather gather;
@@ -150,7 +150,7 @@ static int bm_run(struct bm *b, enum bm_method m, unsigned int si,
 					len, DMA_BIDIRECTIONAL, 0);
 		ret = ret ?: twostep_iova_sync(dev, &st, 0, len);
 		break;
-#ifdef TS_HAVE_NATIVE
+#if TS_HAVE_NATIVE
 	case BM_NATIVE:
 	case BM_NATIVE_UNLINK:
 		if (!dma_iova_try_alloc(dev, &nst, 0, len)) {
@@ -217,7 +217,7 @@ static int bm_run(struct bm *b, enum bm_method m, unsigned int si,
 	case BM_TWOSTEP_CONTIG:
 		twostep_iova_destroy(dev, &st, len, DMA_BIDIRECTIONAL, 0);
 		break;
-#ifdef TS_HAVE_NATIVE
+#if TS_HAVE_NATIVE
 	case BM_NATIVE:
 	case BM_NATIVE_CONTIG:
 		if (!ret)

@@ -76,6 +76,8 @@ struct ts {
 /* The kernel has its own dma_iova_*() (upstream defines this flag beside) */
 #ifdef DMA_IOVA_USE_SWIOTLB
 #define TS_HAVE_NATIVE		1
+#else
+#define TS_HAVE_NATIVE		0
 #endif
 
 #define TS_BACKEND_TWOSTEP	BIT(0)

@@ -87,7 +87,7 @@ MODULE_PARM_DESC(backend,
 /* The "backend" parameter as TS_BACKEND_* bits; 0 when it names nothing. */
 static unsigned int ts_backends(void)
 {
-	bool native = IS_ENABLED(TS_HAVE_NATIVE);
+	bool native = TS_HAVE_NATIVE;
 
 	if (!backend || !*backend)
 		return TS_BACKEND_TWOSTEP | (native ? TS_BACKEND_NATIVE : 0);
@@ -113,7 +113,7 @@ static int __init twostep_selftest_init(void)
 	t.backends = ts_backends();
 	if (!t.backends) {
 		pr_err("backend must be twostep%s\n",
-		       IS_ENABLED(TS_HAVE_NATIVE) ? ", native or both" :
+		       TS_HAVE_NATIVE ? ", native or both" :
 		       " (this kernel has no dma_iova_* of its own)");
 		return -EINVAL;
 	}

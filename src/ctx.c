@@ -271,15 +271,26 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	return ctx;
 }
 
-/* Is there a chunk with @nr granules free? */
+/*
+ * Highest granule the device may be given now: its DMA mask may have been
+ * lowered since chunks were reserved under a wider one.
+ */
+static unsigned long twostep_limit_pfn(struct twostep_ctx *ctx)
+{
+	return dma_get_mask(ctx->dev) >> ctx->shift;
+}
+
+/* Is there a chunk under the device's mask with @nr granules free? */
 static bool twostep_has_room(struct twostep_ctx *ctx, unsigned long nr)
 {
+	unsigned long limit = twostep_limit_pfn(ctx);
 	struct twostep_chunk *c;
 	bool room = false;
 
 	rcu_read_lock();
 	list_for_each_entry_rcu(c, &ctx->chunks, node)
-		if (atomic_long_read(&c->free) >= nr)
+		if (atomic_long_read(&c->free) >= nr &&
+		    c->last_pfn <= limit)
 			room = true;
 	rcu_read_unlock();
 	return room;
@@ -353,17 +364,19 @@ static void twostep_grow_work(struct work_struct *work)
 		twostep_ctx_grow(ctx, want, READ_ONCE(ctx->nchunks));
 }
 
-/* Take @nr granules from the first chunk that has them. */
+/* Take @nr granules from the first chunk under the mask that has them. */
 static struct iova *twostep_chunk_alloc(struct twostep_ctx *ctx,
 					unsigned long nr,
 					struct twostep_chunk **chunkp)
 {
+	unsigned long limit = twostep_limit_pfn(ctx);
 	struct twostep_chunk *c;
 	struct iova *iova = NULL;
 
 	rcu_read_lock();
 	list_for_each_entry_rcu(c, &ctx->chunks, node) {
-		if (atomic_long_read(&c->free) < nr)
+		/* whole chunks only: chunks are reserved under the mask */
+		if (atomic_long_read(&c->free) < nr || c->last_pfn > limit)
 			continue;
 		iova = alloc_iova(&c->iovad, nr, c->last_pfn, false);
 		if (iova) {
