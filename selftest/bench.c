@@ -190,10 +190,9 @@ static int bm_run(struct bm *b, enum bm_method m, unsigned int si,
 		for (i = 0; i < n && !ret; i++) {
 			size_t mapped = 0;
 
-			ret = b->dom->ops->map_pages(b->dom,
-					st.addr + i * PAGE_SIZE,
-					page_to_phys(b->pages[i]), PAGE_SIZE,
-					1, bm_prot(), GFP_ATOMIC, &mapped);
+			ret = ts_map_nosync(b->dom, st.addr + i * PAGE_SIZE,
+					    page_to_phys(b->pages[i]),
+					    PAGE_SIZE, bm_prot(), &mapped);
 		}
 		if (b->dom->ops->iotlb_sync_map)
 			b->dom->ops->iotlb_sync_map(b->dom, st.addr, len);
@@ -353,9 +352,8 @@ static void bm_profile(struct bm *b, unsigned int n)
 					ret |= twostep_iova_sync(dev, &st,
 						i * PAGE_SIZE, PAGE_SIZE);
 				else if (p == 2)
-					ret |= b->dom->ops->map_pages(b->dom,
-						a, ph, PAGE_SIZE, 1, bm_prot(),
-						GFP_ATOMIC, &mapped);
+					ret |= ts_map_nosync(b->dom, a, ph,
+						PAGE_SIZE, bm_prot(), &mapped);
 				else if (b->dom->ops->iotlb_sync_map)
 					b->dom->ops->iotlb_sync_map(b->dom, a,
 								    PAGE_SIZE);
@@ -402,7 +400,7 @@ static int case_bench(struct ts *t)
 	b->addrs = vzalloc(b->npages * sizeof(*b->addrs));
 	b->block = alloc_pages(GFP_KERNEL, BM_BLOCK_ORDER);
 	if (!TS_EXPECT(t, nsizes && b->pages && b->addrs && b->block &&
-		       b->dom && b->dom->ops->map_pages, "setup"))
+		       b->dom && ts_can_map_nosync(b->dom), "setup"))
 		goto out;
 	/* scattered pages, gathered TS_PAGES_MAX at a time */
 	for (i = 0; i < b->npages; i += chunk.n) {

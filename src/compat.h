@@ -9,6 +9,38 @@
 #define _TWOSTEP_COMPAT_H
 
 #include <linux/iommu.h>
+#ifdef TWOSTEP_HAVE_IOMMUPT
+#include <linux/generic_pt/iommu.h>
+#endif
+
+/*
+ * Domains on the generic page table (7.x: Intel, AMD, ...) have no
+ * ->map_pages; their table's map_range maps without the IOTLB sync that
+ * iommu_map() adds, as upstream's own dma_iova_link() does.
+ */
+static inline bool twostep_compat_has_pt(struct iommu_domain *domain)
+{
+#ifdef TWOSTEP_HAVE_IOMMUPT
+	return iommupt_from_domain(domain);
+#else
+	return false;
+#endif
+}
+
+/* Map without sleeping and without a sync; only if _has_pt(). */
+static inline int twostep_compat_pt_map(struct iommu_domain *domain,
+					unsigned long iova, phys_addr_t paddr,
+					size_t size, int prot, size_t *mapped)
+{
+#ifdef TWOSTEP_HAVE_IOMMUPT
+	struct pt_iommu *pt = iommupt_from_domain(domain);
+
+	return pt->ops->map_range(pt, iova, paddr, size, prot, GFP_ATOMIC,
+				  mapped);
+#else
+	return -EOPNOTSUPP;
+#endif
+}
 
 /* Map without sleeping, for domains that lack ->map_pages. */
 static inline int twostep_compat_map_atomic(struct iommu_domain *domain,

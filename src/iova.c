@@ -166,6 +166,11 @@ static int twostep_map(struct twostep_ctx *ctx, unsigned long iova,
 			ret = ops->map_pages(ctx->domain, iova + done,
 					     paddr + done, pgsize, count, prot,
 					     GFP_ATOMIC, &mapped);
+		} else if (twostep_compat_has_pt(ctx->domain)) {
+			ret = twostep_compat_pt_map(ctx->domain, iova + done,
+						    paddr + done,
+						    pgsize * count, prot,
+						    &mapped);
 		} else {
 			ret = twostep_compat_map_atomic(ctx->domain,
 							iova + done,
@@ -330,7 +335,8 @@ int twostep_iova_sync(struct device *dev, struct twostep_iova_state *state,
 	}
 	if (unlikely(twostep_should_fail(TWOSTEP_FAIL_SYNC)))
 		ret = -EIO;
-	else if (ctx->domain->ops->map_pages &&
+	else if ((ctx->domain->ops->map_pages ||
+		  twostep_compat_has_pt(ctx->domain)) &&
 		 ctx->domain->ops->iotlb_sync_map)
 		ret = twostep_compat_sync_map(ctx->domain,
 					      a->base + ((dma_addr_t)first <<
