@@ -8,7 +8,8 @@
 # The guest kernel of the benchmark: 7.3 (Debian 13 backports, whose own
 # dma_iova_* is timed beside twostep) by default, or 6.1 / 6.12.
 TS_BENCH_KERNEL=${TS_BENCH_KERNEL:-7.3}
-TS_BENCH_METHODS="twostep twostep_unlink twostep_contig classic classic_sg floor_map_pages floor_contig"
+# in the self-test's order (the trace's phase markers carry the index)
+TS_BENCH_METHODS="twostep twostep_unlink classic classic_sg floor_map_pages floor_contig twostep_contig"
 [ "$TS_BENCH_KERNEL" = 7.3 ] &&
 	TS_BENCH_METHODS="$TS_BENCH_METHODS native native_unlink native_contig"
 TS_BENCH_SIZES="1 4 16 64 256 512 1024 4096"

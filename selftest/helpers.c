@@ -159,13 +159,15 @@ unsigned int ts_mapped_pages(struct ts *t, dma_addr_t addr,
 			     size_t size)
 {
 	struct iommu_domain *dom = ts_domain(t);
+	dma_addr_t first = addr & PAGE_MASK;
+	u64 i, pages = (addr - first + (u64)size + PAGE_SIZE - 1) >> PAGE_SHIFT;
 	unsigned int n = 0;
-	dma_addr_t a;
 
 	if (!dom)
 		return 0;
-	for (a = addr & PAGE_MASK; a < addr + size; a += PAGE_SIZE)
-		if (iommu_iova_to_phys(dom, a))
+	/* counted, not compared with an end: a range may end at 2^64 */
+	for (i = 0; i < pages; i++)
+		if (iommu_iova_to_phys(dom, first + i * PAGE_SIZE))
 			n++;
 	return n;
 }
