@@ -68,7 +68,7 @@ ts_backports_kernel() {
 	krel=$(apt-cache show linux-headers-amd64/bookworm-backports 2>/dev/null |
 		sed -n 's/^Depends: linux-headers-\([^ ,]*\).*/\1/p' | head -n 1)
 	[ -n "$krel" ] || ts_die "no backports kernel found"
-	if ! dpkg-query -W -f='${Status}' "linux-image-$krel" \
+	if ! dpkg-query -W -f='${Status}\n' "linux-image-$krel" \
 		"linux-headers-$krel" 2>/dev/null | grep -c 'ok installed' |
 		grep -q 2; then
 		ts_log "installing backports kernel $krel"

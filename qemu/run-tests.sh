@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # The test suite: install what is missing; static analysis of the sources
-# (W=1, sparse, checkpatch --strict, kernel-doc); build both modules against
-# Debian's kernel headers and boot Debian's matching kernel in QEMU once per
-# configuration (Intel vIOMMU strict with load/unload rounds, lazy, and
-# caching-mode; no IOMMU) with the KTAP self-test in each; make bench's own
-# pipeline, small, with its CSV, Markdown and plots checked (bench-smoke);
-# then the DKMS flow in a Debian VM image (the main job's path).
-# Sums everything into one line.
+# (W=1, sparse, checkpatch --strict, kernel-doc); build both modules and the
+# example driver against Debian's kernel headers (Debian 13 backports' 7.3
+# inside a cached Debian 13 chroot) and boot Debian's matching kernel in
+# QEMU once per configuration of TS_CONFIGS_ALL (lib.sh) with the KTAP
+# self-test and the example's cases in each, the fidelity cases against the
+# native dma_iova_* on 7.3; make bench's own pipeline, small, with its CSV,
+# Markdown and plots checked (bench-smoke); then the DKMS flow in a Debian
+# VM image (the main job's path). Sums everything into one line.
 #
 #   qemu/run-tests.sh [config...]
-#     (default: static intel intel-lazy intel-cm none bench-smoke dkms)
+#     (default: static, every configuration, bench-smoke, dkms)
 #
 # Environment: TWOSTEP_KVM=1 uses KVM when /dev/kvm works (default TCG);
 # TWOSTEP_CASES=a,b runs only those cases; TS_RESULTS sets the results dir.
