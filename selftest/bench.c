@@ -380,6 +380,61 @@ static void bm_profile(struct bm *b, unsigned int n)
 		  ret ? " (errors)" : "");
 }
 
+/*
+ * The pieces of one contiguous link of @n pages (2 MiB at n = 512), in ns
+ * per call, best of @reps, for twostep and, where the kernel has it, the
+ * native implementation: try_alloc (with its free, untimed), the link,
+ * and destroy.
+ */
+static void bm_profile_contig(struct bm *b, unsigned int n)
+{
+	struct device *dev = b->t->dev;
+	size_t len = (size_t)n * PAGE_SIZE;
+	phys_addr_t phys = page_to_phys(b->block);
+	u64 best[2][3], t0, t1, t2, t3;
+	struct twostep_iova_state st;
+#if TS_HAVE_NATIVE
+	struct dma_iova_state nst;
+#endif
+	unsigned int rep;
+	int ret = 0;
+
+	memset(best, 0xff, sizeof(best));
+	for (rep = 0; rep < b->reps; rep++) {
+		t0 = ktime_get_ns();
+		if (!twostep_iova_try_alloc(dev, &st, 0, len))
+			return;
+		t1 = ktime_get_ns();
+		ret |= twostep_iova_link(dev, &st, phys, 0, len,
+					 DMA_BIDIRECTIONAL, 0);
+		t2 = ktime_get_ns();
+		twostep_iova_destroy(dev, &st, len, DMA_BIDIRECTIONAL, 0);
+		t3 = ktime_get_ns();
+		best[0][0] = min(best[0][0], t1 - t0);
+		best[0][1] = min(best[0][1], t2 - t1);
+		best[0][2] = min(best[0][2], t3 - t2);
+#if TS_HAVE_NATIVE
+		t0 = ktime_get_ns();
+		if (!dma_iova_try_alloc(dev, &nst, 0, len))
+			return;
+		t1 = ktime_get_ns();
+		ret |= dma_iova_link(dev, &nst, phys, 0, len,
+				     DMA_BIDIRECTIONAL, 0);
+		t2 = ktime_get_ns();
+		dma_iova_destroy(dev, &nst, len, DMA_BIDIRECTIONAL, 0);
+		t3 = ktime_get_ns();
+		best[1][0] = min(best[1][0], t1 - t0);
+		best[1][1] = min(best[1][1], t2 - t1);
+		best[1][2] = min(best[1][2], t3 - t2);
+#endif
+	}
+	ktap_line("# profile contig n=%u ns/call: twostep try_alloc %llu link %llu destroy %llu%s",
+		  n, best[0][0], best[0][1], best[0][2], ret ? " (errors)" : "");
+	if (TS_HAVE_NATIVE)
+		ktap_line("# profile contig n=%u ns/call: native try_alloc %llu link %llu destroy %llu",
+			  n, best[1][0], best[1][1], best[1][2]);
+}
+
 static int case_bench(struct ts *t)
 {
 	unsigned int si, m, rep, i, nsizes = 0;
@@ -430,6 +485,7 @@ static int case_bench(struct ts *t)
 			}
 	bm_report(b, nsizes);
 	bm_profile(b, b->npages);
+	bm_profile_contig(b, min(b->npages, 512U));
 	TS_EXPECT(t, !b->errors, "%u runs failed", b->errors);
 out_pages:
 	for (i = 0; i < b->npages && b->pages[i]; i++)
