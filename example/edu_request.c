@@ -445,8 +445,7 @@ static void run_cases(struct edu *edu)
 	     "the kernel's own dma_iova_*" : "twostep");
 	ret = case_read(edu, false, &path);
 	report("request_read", ret);
-	if (!ret && expect_iova >= 0 &&
-	    (expect_iova == 1) != !strcmp(path, "iova")) {
+	if (!ret && expect_iova >= 0 && expect_iova != !strcmp(path, "iova")) {
 		KTAP("    # took the %s path, the host expects %s", path,
 		     expect_iova ? "iova" : "classic");
 		ret = -EINVAL;

@@ -396,7 +396,7 @@ static void bm_profile_contig(struct bm *b, unsigned int n)
 #if TS_HAVE_NATIVE
 	struct dma_iova_state nst;
 #endif
-	unsigned int rep;
+	unsigned int rep, i;
 	int ret = 0;
 
 	memset(best, 0xff, sizeof(best));
@@ -428,11 +428,10 @@ static void bm_profile_contig(struct bm *b, unsigned int n)
 		best[1][2] = min(best[1][2], t3 - t2);
 #endif
 	}
-	ktap_line("# profile contig n=%u ns/call: twostep try_alloc %llu link %llu destroy %llu%s",
-		  n, best[0][0], best[0][1], best[0][2], ret ? " (errors)" : "");
-	if (TS_HAVE_NATIVE)
-		ktap_line("# profile contig n=%u ns/call: native try_alloc %llu link %llu destroy %llu",
-			  n, best[1][0], best[1][1], best[1][2]);
+	for (i = 0; i < 1 + TS_HAVE_NATIVE; i++)
+		ktap_line("# profile contig n=%u: %s try_alloc %llu link %llu destroy %llu ns%s",
+			  n, i ? "native" : "twostep", best[i][0], best[i][1],
+			  best[i][2], ret ? " (errors)" : "");
 }
 
 static int case_bench(struct ts *t)

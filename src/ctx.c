@@ -375,7 +375,7 @@ static struct iova *twostep_chunk_alloc(struct twostep_ctx *ctx,
 
 	rcu_read_lock();
 	list_for_each_entry_rcu(c, &ctx->chunks, node) {
-		/* whole chunks only: chunks are reserved under the mask */
+		/* a chunk reserved under a wider mask than today's is skipped */
 		if (atomic_long_read(&c->free) < nr || c->last_pfn > limit)
 			continue;
 		iova = alloc_iova(&c->iovad, nr, c->last_pfn, false);
