@@ -370,6 +370,12 @@ static struct iova *twostep_chunk_alloc(struct twostep_ctx *ctx,
 					struct twostep_chunk **chunkp)
 {
 	unsigned long limit = twostep_limit_pfn(ctx);
+	/*
+	 * A range that can hold a large page gets the alignment of its size,
+	 * as upstream's allocator gives every range, so that a physically
+	 * contiguous link can use large pages.
+	 */
+	bool aligned = nr >= ctx->pgsize_large >> ctx->shift;
 	struct twostep_chunk *c;
 	struct iova *iova = NULL;
 
@@ -378,7 +384,7 @@ static struct iova *twostep_chunk_alloc(struct twostep_ctx *ctx,
 		/* a chunk reserved under a wider mask than today's is skipped */
 		if (atomic_long_read(&c->free) < nr || c->last_pfn > limit)
 			continue;
-		iova = alloc_iova(&c->iovad, nr, c->last_pfn, false);
+		iova = alloc_iova(&c->iovad, nr, c->last_pfn, aligned);
 		if (iova) {
 			atomic_long_sub(nr, &c->free);
 			*chunkp = c;
