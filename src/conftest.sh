@@ -21,4 +21,6 @@ have_decl() {
 have_symbol iommu_map_atomic && printf ' -DTWOSTEP_HAVE_IOMMU_MAP_ATOMIC'
 have_decl include/linux/iommu.h 'int (\*iotlb_sync_map)' &&
 	printf ' -DTWOSTEP_HAVE_SYNC_MAP_INT'
+have_decl include/linux/dma-mapping.h 'bool dma_dev_need_sync(' &&
+	printf ' -DTWOSTEP_HAVE_DMA_DEV_NEED_SYNC'
 echo
