@@ -14,6 +14,9 @@ TS_BOOT_TIMEOUT=${TS_BOOT_TIMEOUT:-600}
 TS_ICOUNT=${TS_ICOUNT-}
 TS_SMP_DEFAULT=${TS_SMP:-4}
 TS_KTAP_PREFIX='twostep-ktap: '
+# operations of the ODP program's random stress in the configurations
+# that run it (TS_ODP_STRESS overrides)
+TS_ODP_OPS_DEFAULT=20000
 
 ts_log() { printf '%s\n' "$*" >&2; }
 ts_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -140,19 +143,35 @@ ts_build_initramfs() {
 				>>"$dir/lib/twostep/preload.list"
 		done
 	fi
+	ts_build_odp_test
+	cp "$TS_RESULTS/odp-test" "$dir/bin/odp-test"
 	cp "$TS_ROOT/qemu/guest-init" "$dir/init"
 	chmod +x "$dir/init"
 	(cd "$dir" && find . | cpio -o -H newc 2>/dev/null | gzip -1) \
 		>"$TS_RESULTS/$TS_KREL/initramfs.cpio.gz"
 }
 
+# The ODP test's guest program, a static binary: $TS_RESULTS/odp-test.
+ts_build_odp_test() {
+	local log=$TS_RESULTS/build-odp-test.log
+	if ! gcc -O2 -static -Wall -Wextra -Werror -o "$TS_RESULTS/odp-test" \
+		"$TS_ROOT/qemu/odp-test.c" >"$log" 2>&1; then
+		cat "$log" >&2
+		ts_die "building qemu/odp-test.c failed"
+	fi
+}
+
 # QEMU and guest arguments of a configuration: sets TS_QEMU_ARGS (array),
 # TS_APPEND, TS_EXPECT_API, TS_DMAR (1: the Intel vIOMMU reports faults
 # to the guest, so the host counts them), TS_EDU_BITS (the edu device's
 # DMA reach, which its driver takes for its DMA-API mask) and TS_SUMMARIES
-# (summary lines the guest must print, '|'-separated).
+# (summary lines the guest must print, '|'-separated). Where TS_ODP_OPS is
+# set the guest runs the ODP program (qemu/odp-test.c) with that many
+# stress operations after the self-test; TS_ODP_TRACE=1: QEMU traces the
+# Intel vIOMMU's IOTLB invalidations and the ODP driver's unmap markers
+# into $TS_RESULTS/<config>.trace, and the host counts flushes per unmap.
 ts_config() {
-	local platform=${1%@*} edus=1 wo=-1
+	local platform=${1%@*} edus=1 wo=-1 cfg=$1
 	TS_KERNEL_NAME=6.1
 	[ "$platform" != "$1" ] && TS_KERNEL_NAME=${1#*@}
 	case "$TS_KERNEL_NAME" in 6.1|6.12) ;; *) return 1 ;; esac
@@ -163,6 +182,12 @@ ts_config() {
 	TS_SMP=$TS_SMP_DEFAULT
 	TS_EDU_BITS=64
 	TS_SUMMARIES="bad inputs handled|unauthorized accesses blocked|stress ops|neighbour rounds|largest range"
+	TS_ODP_OPS="" TS_ODP_TRACE=0
+	case "$1" in
+	intel|intel-lazy|amd|intel-pt|none)
+		TS_ODP_OPS=${TS_ODP_STRESS:-$TS_ODP_OPS_DEFAULT} ;;
+	esac
+	case "$1" in intel|intel-lazy) TS_ODP_TRACE=1 ;; esac
 	case "$1" in
 	intel)
 		# strict mode, plus the load/unload lifecycle rounds
@@ -230,6 +255,15 @@ ts_config() {
 	# the neighbour race needs two vCPUs; with one it says skip
 	[ "$TS_SMP" -lt 2 ] && TS_SUMMARIES=$(printf '%s' "$TS_SUMMARIES" |
 		sed 's/|neighbour rounds//')
+	if [ -n "$TS_ODP_OPS" ]; then
+		TS_APPEND="$TS_APPEND ts_odp=$TS_ODP_OPS${TS_ODP_FLAGS:+ ts_odp_flags=$TS_ODP_FLAGS}"
+		TS_SUMMARIES="${TS_SUMMARIES:+$TS_SUMMARIES|}odp ops $TS_ODP_OPS mismatches 0 "
+	fi
+	if [ "$TS_ODP_TRACE" = 1 ]; then
+		TS_QEMU_ARGS+=(-trace enable=pci_cfg_write
+			-trace "enable=vtd_inv_desc_iotlb_*"
+			-D "$TS_RESULTS/$cfg.trace")
+	fi
 	local mask
 	mask=$(printf '%#x' $(((1 << TS_EDU_BITS) - 1)))
 	[ "$TS_EDU_BITS" = 64 ] && mask=0xffffffffffffffff
@@ -265,7 +299,8 @@ ts_accel() {
 # started is never retried.
 ts_boot() {
 	local cfg=$1 rc=0
-	rm -f "$TS_RESULTS/$cfg.retried" "$TS_RESULTS/$cfg.boot1.log"
+	rm -f "$TS_RESULTS/$cfg.retried" "$TS_RESULTS/$cfg.boot1.log" \
+		"$TS_RESULTS/$cfg.trace"
 	ts_boot_once "$cfg" || rc=$?
 	if ! grep -aq 'twostep-harness: begin' "$TS_RESULTS/$cfg.log" &&
 		grep -aqE 'Oops|Kernel panic' "$TS_RESULTS/$cfg.log"; then
@@ -299,15 +334,47 @@ ts_boot_once() {
 # Prints "passed failed skipped" on the last line of stdout.
 ts_parse() {
 	local cfg=$1 rc=$2 log=$TS_RESULTS/$1.log
-	local dmar=0 sums=""
+	local dmar=0 sums="" trace=""
 	[ "$cfg" = dkms ] && dmar=1
 	ts_config "$cfg" 2>/dev/null && dmar=$TS_DMAR sums=$TS_SUMMARIES
+	[ "${TS_ODP_TRACE:-0}" = 1 ] && trace=$TS_RESULTS/$cfg.trace
+	[ -n "$trace" ] && [ ! -e "$trace" ] && : >"$trace"
 	# only when all cases ran: a case filter leaves summaries out
 	[ -n "${TWOSTEP_CASES:-}" ] && sums=""
 	awk -v cfg="$cfg" -v rc="$rc" -v prefix="$TS_KTAP_PREFIX" \
 		-v qlog="$TS_RESULTS/$cfg.qemu.log" -v dmar="$dmar" \
-		-v sums="$sums" '
+		-v sums="$sums" -v tfile="$trace" '
 	function problem(msg) { printf "  %s: %s\n", cfg, msg; infra++ }
+	function hex(s,   i, v) {
+		v = 0; s = tolower(s); sub(/^0x/, "", s)
+		for (i = 1; i <= length(s); i++)
+			v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1
+		return v
+	}
+	# QEMU trace: the ODP driver brackets each unmap of an invalidation
+	# with config writes (kind 1 range, 2 per entry; 3 end, with the
+	# entries unmapped); count the IOTLB invalidations in between
+	tfile != "" && FILENAME == tfile {
+		if ($0 ~ /^pci_cfg_write edu / && $0 ~ /@0xf0 <- 0x4f/) {
+			v = hex($NF); kind = int(v / 1048576) % 16; n = v % 1048576
+			if (kind == 1 || kind == 2) { okind = kind; fl = 0; inwin = 1 }
+			else if (kind == 3 && inwin) {
+				inwin = 0
+				if (n > 0) {
+					inv[okind]++; pages[okind] += n; fls[okind] += fl
+					if (fl > mx[okind]) mx[okind] = fl
+					if (!(okind in mn) || fl < mn[okind]) mn[okind] = fl
+				}
+			}
+			next
+		}
+		if ($0 ~ /^vtd_inv_desc_iotlb_/ && inwin) fl++
+		next
+	}
+	/twostep-harness: odp-test rc=/ {
+		orc = $0; sub(/.*rc=/, "", orc); sub(/\r$/, "", orc)
+		if (orc != "0") problem("odp-test exited with " orc)
+	}
 	index($0, prefix) {
 		line = substr($0, index($0, prefix) + length(prefix))
 		sub(/\r$/, "", line)
@@ -316,7 +383,7 @@ ts_parse() {
 		if (line ~ /^Bail out!/) { problem(line); next }
 		if (line ~ /^(not )?ok [0-9]+ /) {
 			results++
-			if (line ~ /^not ok/) { fail++; mark = "FAIL" }
+			if (line ~ /^not ok/) { fail++; kfail++; mark = "FAIL" }
 			else if (line ~ / # SKIP/) { skip++; mark = "skip" }
 			else { pass++; mark = "ok  " }
 			name = line; sub(/^(not )?ok [0-9]+ /, "", name)
@@ -363,7 +430,7 @@ ts_parse() {
 		if (plan == "") problem("no KTAP plan")
 		else if (results != plan) problem(sprintf("plan 1..%d but %d results", plan, results))
 		if (!seen_rc) problem("self-test load result not reported")
-		else if ((src == 0) != (fail == 0)) problem("module load returned " src " with " fail+0 " failed case(s)")
+		else if ((src == 0) != (kfail == 0)) problem("module load returned " src " with " kfail+0 " failed case(s)")
 		if (!ended) problem("guest did not finish")
 		# summary lines the configuration must print
 		nsum = sums == "" ? 0 : split(sums, want, "|")
@@ -376,11 +443,23 @@ ts_parse() {
 				(found ? "ok  " : "FAIL"), want[i]
 			if (found) pass++; else fail++
 		}
+		if (tfile != "") {
+			for (k = 1; k <= 2; k++)
+				printf "  %s     # odp unmap %s (QEMU trace): %d invalidations, %d pages, %d IOTLB flushes, per invalidation %s..%d\n",
+					cfg, (k == 1 ? "by range" : "per entry, as upstream"),
+					inv[k], pages[k], fls[k], (k in mn ? mn[k] : "-"), mx[k]
+			ok = inv[1] > 0 && mn[1] == 1 && mx[1] == 1
+			printf "  %-9s %s odp_range_unmap_one_flush_per_invalidation\n", cfg, (ok ? "ok  " : "FAIL")
+			if (ok) pass++; else fail++
+			ok = inv[2] > 0 && fls[2] == pages[2]
+			printf "  %-9s %s odp_per_entry_unmap_one_flush_per_page\n", cfg, (ok ? "ok  " : "FAIL")
+			if (ok) pass++; else fail++
+		}
 		if (dmar && dmar_checked) {
 			printf "  %-9s %s dmar_faults_reported (expected %d, guest logged %d)\n", cfg,
 				(faults == expected ? "ok  " : "FAIL"), expected, faults
 			if (faults == expected) pass++; else fail++
 		}
 		printf "%d %d %d\n", pass, fail + infra, skip
-	}' "$TS_RESULTS/$cfg.qemu.log" "$log"
+	}' "$TS_RESULTS/$cfg.qemu.log" ${trace:+"$trace"} "$log"
 }

@@ -39,7 +39,8 @@
 #include "odp.h"
 #include "odp-uapi.h"
 
-#define ODP_MARK_REG		0x40	/* unused config dword of edu */
+/* an unused config dword of edu (0x40 is its MSI capability) */
+#define ODP_MARK_REG		0xf0
 #define ODP_MARK_MAGIC		0x4f000000u
 #define ODP_MARK_RANGE		1	/* an invalidation unmaps a range */
 #define ODP_MARK_PER_ENTRY	2	/* ... entry by entry */
@@ -407,6 +408,7 @@ static long odp_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		st.dmas = atomic64_read(&odp_stats.dmas);
 		st.iova_regions = atomic64_read(&odp_stats.iova_regions);
 		st.list_regions = atomic64_read(&odp_stats.list_regions);
+		st.lost_irqs = odp_edu->lost_irqs;
 		ret = copy_to_user(uarg, &st, sizeof(st)) ? -EFAULT : 0;
 		break;
 	case TS_ODP_UNMAP_MODE:
