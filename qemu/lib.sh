@@ -171,11 +171,17 @@ ts_build_odp_test() {
 # Intel vIOMMU's IOTLB invalidations and the ODP driver's unmap markers
 # into $TS_RESULTS/<config>.trace, and the host counts flushes per unmap.
 ts_config() {
-	local platform=${1%@*} edus=1 wo=-1 cfg=$1
+	local platform=${1%@*} edus=1 wo=-1 cfg=$1 odp=0
 	TS_KERNEL_NAME=6.1
 	[ "$platform" != "$1" ] && TS_KERNEL_NAME=${1#*@}
 	case "$TS_KERNEL_NAME" in 6.1|6.12) ;; *) return 1 ;; esac
+	# odp-<platform>: that platform, running the ODP test
+	case "$platform" in
+	odp-intel|odp-intel-lazy|odp-amd|odp-intel-pt|odp-none)
+		odp=1 platform=${platform#odp-} ;;
+	esac
 	set -- "$platform"
+	TS_CFG_ICOUNT=$TS_ICOUNT TS_CASES_DEFAULT=all
 	TS_QEMU_ARGS=(-machine q35,kernel-irqchip=split)
 	TS_APPEND=""
 	TS_DMAR=0
@@ -183,11 +189,6 @@ ts_config() {
 	TS_EDU_BITS=64
 	TS_SUMMARIES="bad inputs handled|unauthorized accesses blocked|stress ops|neighbour rounds|largest range"
 	TS_ODP_OPS="" TS_ODP_TRACE=0
-	case "$1" in
-	intel|intel-lazy|amd|intel-pt|none)
-		TS_ODP_OPS=${TS_ODP_STRESS:-$TS_ODP_OPS_DEFAULT} ;;
-	esac
-	case "$1" in intel|intel-lazy) TS_ODP_TRACE=1 ;; esac
 	case "$1" in
 	intel)
 		# strict mode, plus the load/unload lifecycle rounds
@@ -255,6 +256,16 @@ ts_config() {
 	# the neighbour race needs two vCPUs; with one it says skip
 	[ "$TS_SMP" -lt 2 ] && TS_SUMMARIES=$(printf '%s' "$TS_SUMMARIES" |
 		sed 's/|neighbour rounds//')
+	if [ "$odp" = 1 ]; then
+		# the ODP program after the self-test's hmm case; one vCPU
+		# and icount without sleep, so that edu's 100 ms per transfer
+		# cost no wall-clock time; the Intel cells count IOTLB flushes
+		TS_SMP=1 TS_CFG_ICOUNT=shift=auto,sleep=off TS_DMAR=0
+		TS_CASES_DEFAULT=hmm_refault,no_leak TS_SUMMARIES=""
+		TS_APPEND=$(printf '%s' "$TS_APPEND" | sed 's/ ts_lifecycle=[0-9]*//')
+		TS_ODP_OPS=${TS_ODP_STRESS:-$TS_ODP_OPS_DEFAULT}
+		case "$1" in intel|intel-lazy) TS_ODP_TRACE=1 ;; esac
+	fi
 	if [ -n "$TS_ODP_OPS" ]; then
 		TS_APPEND="$TS_APPEND ts_odp=$TS_ODP_OPS${TS_ODP_FLAGS:+ ts_odp_flags=$TS_ODP_FLAGS}"
 		TS_SUMMARIES="${TS_SUMMARIES:+$TS_SUMMARIES|}odp ops $TS_ODP_OPS mismatches 0 "
@@ -279,7 +290,7 @@ ts_config() {
 	esac
 }
 
-TS_CONFIGS_ALL="intel intel-lazy intel-cm intel-group amd intel-pt none intel@6.12 intel-group@6.12 virtio@6.12 amd@6.12 intel-pt@6.12 none@6.12"
+TS_CONFIGS_ALL="intel intel-lazy intel-cm intel-group amd intel-pt none intel@6.12 intel-group@6.12 virtio@6.12 amd@6.12 intel-pt@6.12 none@6.12 odp-intel odp-intel-lazy odp-amd odp-intel-pt odp-none odp-intel@6.12 odp-amd@6.12 odp-intel-pt@6.12 odp-none@6.12"
 
 # TCG always; KVM only when asked for with TWOSTEP_KVM=1 and usable.
 ts_accel() {
@@ -319,14 +330,15 @@ ts_boot_once() {
 	ts_config "$cfg" || ts_die "unknown configuration $cfg"
 	krel=$(ts_kernel_for "$TS_KERNEL_NAME")
 	accel=$(ts_accel)
-	[ "$accel" = tcg ] && [ -n "$TS_ICOUNT" ] && icount=(-icount "$TS_ICOUNT")
+	[ "$accel" = tcg ] && [ -n "$TS_CFG_ICOUNT" ] &&
+		icount=(-icount "$TS_CFG_ICOUNT")
 	timeout --foreground -k 10 "$TS_BOOT_TIMEOUT" qemu-system-x86_64 \
 		-accel "$accel" -m 512 -smp "$TS_SMP" "${icount[@]}" \
 		-display none -monitor none -serial stdio -no-reboot \
 		"${TS_QEMU_ARGS[@]}" \
 		-kernel "/boot/vmlinuz-$krel" \
 		-initrd "$TS_RESULTS/$krel/initramfs.cpio.gz" \
-		-append "console=ttyS0 panic=-1 oops=panic $TS_APPEND ts_expect=$TS_EXPECT_API ts_cases=${TWOSTEP_CASES:-all}" \
+		-append "console=ttyS0 panic=-1 oops=panic $TS_APPEND ts_expect=$TS_EXPECT_API ts_cases=${TWOSTEP_CASES:-$TS_CASES_DEFAULT}" \
 		</dev/null >"$log" 2>"$TS_RESULTS/$cfg.qemu.log"
 }
 

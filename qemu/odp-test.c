@@ -569,16 +569,32 @@ static void t_flush(int fd)
 struct slot {
 	uint8_t *m;
 	int id;
+	int home;
 	uint8_t shadow[S_LEN];
 	uint8_t present[S_PAGES];
 };
 
 static struct slot slots[S_SLOTS];
 static unsigned long mismatches, s_reads, s_writes, s_efault;
+/*
+ * Two homes per slot in one reserved arena, and every mapping of the
+ * stress placed with MAP_FIXED in its slot's homes: the holes munmap
+ * leaves are never handed out to another mapping of ours.
+ */
+static uint8_t *arena;
+
+static uint8_t *home_of(int slot, int home)
+{
+	return arena + (2 * slot + home) * S_LEN;
+}
 
 static void slot_new(int fd, struct slot *s)
 {
-	s->m = map_anon(S_LEN);
+	s->m = mmap(home_of(s - slots, s->home), S_LEN,
+		    PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	if (s->m == MAP_FAILED)
+		die("mmap fixed");
 	s->id = odp_reg(fd, s->m, S_LEN);
 	if (s->id < 0)
 		die("register");
@@ -586,10 +602,14 @@ static void slot_new(int fd, struct slot *s)
 	memset(s->present, 1, S_PAGES);
 }
 
+/* unregister, and give the home back to the arena */
 static void slot_drop(int fd, struct slot *s)
 {
 	odp_unreg(fd, s->id);
-	munmap(s->m, S_LEN);
+	if (mmap(s->m, S_LEN, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
+		 0) == MAP_FAILED)
+		die("mmap fixed");
 }
 
 static int span_present(const struct slot *s, size_t off, size_t len)
@@ -647,6 +667,10 @@ static void stress(int fd, unsigned long ops, uint32_t seed)
 	int i, ret;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	arena = mmap(NULL, 2 * S_SLOTS * S_LEN, PROT_NONE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (arena == MAP_FAILED)
+		die("mmap arena");
 	for (i = 0; i < S_SLOTS; i++)
 		slot_new(fd, &slots[i]);
 	for (op = 0; op < ops; op++) {
@@ -720,28 +744,29 @@ static void stress(int fd, unsigned long ops, uint32_t seed)
 			}
 			memset(s->shadow + p * PG, 0, n * PG);
 		} else if (kind < 99) {			/* mremap */
-			void *to = mmap(NULL, S_LEN, PROT_NONE,
-					MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-			void *moved;
+			void *to = home_of(s - slots, !s->home), *moved;
 
 			counts[5]++;
-			if (to == MAP_FAILED)
-				die("mmap");
 			moved = memchr(s->present, 0, S_PAGES) ? MAP_FAILED :
 				mremap(s->m, S_LEN, S_LEN,
 				       MREMAP_MAYMOVE | MREMAP_FIXED, to);
 			if (moved == MAP_FAILED) {
 				/* holes or several VMAs: a fresh region */
-				munmap(to, S_LEN);
 				slot_drop(fd, s);
 				slot_new(fd, s);
 				continue;
 			}
+			s->home = !s->home;
 			/* the old range is gone under the device */
 			ret = dev_read(fd, s->id, off, got, len);
 			if (ret != -EFAULT)
 				mismatch("device read after mremap", op, ret);
 			odp_unreg(fd, s->id);
+			/* the old home back to the arena */
+			if (mmap(s->m, S_LEN, PROT_NONE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
+				 MAP_NORESERVE, -1, 0) == MAP_FAILED)
+				die("mmap fixed");
 			s->m = moved;
 			s->id = odp_reg(fd, s->m, S_LEN);
 			if (s->id < 0)
@@ -778,6 +803,7 @@ static void stress(int fd, unsigned long ops, uint32_t seed)
 		}
 		slot_drop(fd, s);
 	}
+	munmap(arena, 2 * S_SLOTS * S_LEN);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	diag("stress: %lu ops in %.1f s: device writes %lu, reads %lu, CPU writes %lu, madvise %lu, munmap/refill %lu, mremap %lu, fork %lu; checked %lu writes, %lu reads, %lu -EFAULT",
 	     ops, (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9,
