@@ -14,8 +14,8 @@ TS_BOOT_TIMEOUT=${TS_BOOT_TIMEOUT:-600}
 TS_ICOUNT=${TS_ICOUNT-}
 TS_SMP_DEFAULT=${TS_SMP:-4}
 TS_KTAP_PREFIX='twostep-ktap: '
-# operations of the ODP program's random stress in the configurations
-# that run it (TS_ODP_STRESS overrides)
+# operations of the ODP program's random stress in the ODP cells
+# (TS_ODP_STRESS overrides)
 TS_ODP_OPS_DEFAULT=20000
 
 ts_log() { printf '%s\n' "$*" >&2; }

@@ -17,7 +17,7 @@
 
 #define TS_ODP_MAX_REGIONS	64
 #define TS_ODP_MAX_REGION	(64UL << 20)
-#define TS_ODP_MAX_XFER		(1U << 20)
+#define TS_ODP_MAX_XFER		0x100000
 
 /* Register [addr, addr + len) (page aligned); @id is returned. */
 struct ts_odp_reg {
