@@ -857,10 +857,10 @@ int main(int argc, char **argv)
 	stress(fd, ops, seed);
 	if (ioctl(fd, TS_ODP_STATS, &st))
 		die("stats");
-	diag("figures: faults %llu (retried %llu), pages mapped %llu, syncs %llu, invalidations %llu, pages unmapped %llu, edu DMAs %llu, regions through one IOVA range %llu, through dma_list %llu; edu interrupts lost %llu",
+	diag("figures: faults %llu (retried %llu), pages mapped %llu, syncs %llu, invalidations %llu, pages unmapped %llu, edu DMAs %llu, regions through one IOVA range %llu, through dma_list %llu; edu interrupts late %llu",
 	     st.faults, st.fault_retries, st.pages_mapped, st.syncs,
 	     st.invalidations, st.pages_unmapped, st.dmas, st.iova_regions,
-	     st.list_regions, st.lost_irqs);
+	     st.list_regions, st.late_irqs);
 	if (expect_api >= 0)
 		check(expect_api ? st.iova_regions && !st.list_regions :
 		      st.list_regions && !st.iova_regions,

@@ -100,15 +100,15 @@ int edu_dma(struct edu_dev *edu, dma_addr_t ram, u32 dev_off, u32 len,
 						msecs_to_jiffies(EDU_DMA_POLL_MS)))
 			break;
 		/*
-		 * QEMU 7.2 now and then loses the MSI of a transfer (a
-		 * one-byte write to the last byte of a page): ask the device.
+		 * The interrupt is late (a loaded host) or was lost (MSI
+		 * turned off under us): ask the device whether it is done.
 		 */
 		cmd = readl(edu->regs + EDU_REG_DMA_CMD);
 		if (!(cmd & EDU_DMA_START)) {
 			status = readl(edu->regs + EDU_REG_IRQ_STATUS);
 			if (status)
 				writel(status, edu->regs + EDU_REG_IRQ_ACK);
-			edu->lost_irqs++;
+			edu->late_irqs++;
 			break;
 		}
 		if (waited >= EDU_DMA_TIMEOUT_MS) {

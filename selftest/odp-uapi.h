@@ -53,7 +53,7 @@ struct ts_odp_stats {
 	__u64 dmas;		/* edu transfers */
 	__u64 iova_regions;	/* regions served by one IOVA range */
 	__u64 list_regions;	/* regions served by dma_list */
-	__u64 lost_irqs;	/* transfers found done without their IRQ */
+	__u64 late_irqs;	/* transfers found done before their IRQ */
 };
 
 /* How invalidations unmap: one range call, or entry by entry. */

@@ -408,7 +408,7 @@ static long odp_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		st.dmas = atomic64_read(&odp_stats.dmas);
 		st.iova_regions = atomic64_read(&odp_stats.iova_regions);
 		st.list_regions = atomic64_read(&odp_stats.list_regions);
-		st.lost_irqs = odp_edu->lost_irqs;
+		st.late_irqs = odp_edu->late_irqs;
 		ret = copy_to_user(uarg, &st, sizeof(st)) ? -EFAULT : 0;
 		break;
 	case TS_ODP_UNMAP_MODE:
