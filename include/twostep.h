@@ -34,6 +34,7 @@
 #ifndef _TWOSTEP_H
 #define _TWOSTEP_H
 
+#include <linux/bitops.h>
 #include <linux/bits.h>
 #include <linux/types.h>
 #include <linux/dma-direction.h>
@@ -320,5 +321,176 @@ void twostep_iova_unlink(struct device *dev, struct twostep_iova_state *state,
 void twostep_iova_destroy(struct device *dev, struct twostep_iova_state *state,
 			  size_t mapped_len, enum dma_data_direction dir,
 			  unsigned long attrs);
+
+/**
+ * struct twostep_hmm_dma_map - DMA mapping of a range mirrored with HMM
+ * @state: the one IOVA range of the map, when the device translates
+ *         (twostep_use_iova()); unused otherwise
+ * @pfn_list: one entry per @dma_entry_size bytes: pass it to
+ *            hmm_range_fault() as &hmm_range.hmm_pfns
+ * @dma_list: the dma_map_page() address of each mapped entry when @state
+ *            holds no range (no IOMMU, identity or passthrough); NULL
+ *            otherwise
+ * @dma_entry_size: bytes mapped per entry, PAGE_SIZE or a larger power of
+ *                  two
+ * @__nr: private: number of entries
+ * @__mapped: private: one bit per mapped entry. Upstream keeps it as a
+ *            flag in @pfn_list that hmm_range_fault() preserves; the
+ *            kernels twostep serves overwrite every flag bit there, so
+ *            the mapped state lives here, where nothing else writes.
+ *
+ * Filled in by twostep_hmm_dma_map_alloc(), cleared by
+ * twostep_hmm_dma_map_free(). The caller serialises calls on the same
+ * entries (as with upstream's hmm_dma_*: the driver's mutex that also
+ * guards the mmu_interval_read_retry() check).
+ */
+struct twostep_hmm_dma_map {
+	struct twostep_iova_state state;
+	unsigned long *pfn_list;
+	dma_addr_t *dma_list;
+	size_t dma_entry_size;
+	size_t __nr;
+	unsigned long *__mapped;
+};
+
+/**
+ * twostep_hmm_dma_map_alloc - set up the DMA mapping of a mirrored range
+ * @dev: device
+ * @map: filled in; zeroed first
+ * @nr_entries: entries in the range
+ * @dma_entry_size: bytes per entry: PAGE_SIZE or a larger power of two
+ *
+ * As upstream's hmm_dma_map_alloc(): one IOVA range of @nr_entries *
+ * @dma_entry_size bytes when the device translates, otherwise a
+ * @dma_list for dma_map_page() of each entry. Pages are mapped as the
+ * CPU finds them, with no ownership hand-over, so devices that need CPU
+ * cache syncs or bounce buffering are refused.
+ *
+ * Context: process context, may sleep.
+ * Return: 0; -EINVAL for a NULL device or map, no entries, a bad entry
+ * size or a range whose size overflows; -EOPNOTSUPP for a device that
+ * needs CPU syncs (non-coherent, bounced through swiotlb, untrusted) or is
+ * addressing-limited; -ENOMEM.
+ */
+int twostep_hmm_dma_map_alloc(struct device *dev,
+			      struct twostep_hmm_dma_map *map,
+			      size_t nr_entries, size_t dma_entry_size);
+
+/**
+ * twostep_hmm_dma_map_free - tear down what twostep_hmm_dma_map_alloc() set up
+ * @dev: device
+ * @map: map filled in by twostep_hmm_dma_map_alloc()
+ *
+ * Entries still mapped are bad input: reported once, unmapped and counted
+ * like any refused call, so that nothing stays mapped or allocated. @map
+ * is cleared.
+ *
+ * Context: process context, may sleep.
+ */
+void twostep_hmm_dma_map_free(struct device *dev,
+			      struct twostep_hmm_dma_map *map);
+
+/**
+ * twostep_hmm_dma_map_pfn - map one entry of @map->pfn_list for the device
+ * @dev: device
+ * @map: map filled in by twostep_hmm_dma_map_alloc()
+ * @idx: entry
+ *
+ * As upstream's hmm_dma_map_pfn() (without P2P): the entry must hold a
+ * valid pfn from hmm_range_fault(), of ordinary memory. It is linked into
+ * the map's IOVA range read-write and synced, or mapped with
+ * dma_map_page(). An entry mapped already is not mapped again: its
+ * address is returned, whatever hmm_range_fault() has since written into
+ * @map->pfn_list. The caller must unmap an entry before its page can
+ * change (from its mmu_interval_notifier's invalidate callback).
+ *
+ * Context: any context for the IOVA path; as dma_map_page() otherwise.
+ * Return: the device address of the entry, or DMA_MAPPING_ERROR (bad
+ * index, no valid pfn, a device page, mapping failed).
+ */
+dma_addr_t twostep_hmm_dma_map_pfn(struct device *dev,
+				   struct twostep_hmm_dma_map *map,
+				   size_t idx);
+
+/**
+ * twostep_hmm_dma_link_pfn - map one entry without making it visible yet
+ * @dev: device
+ * @map: map filled in by twostep_hmm_dma_map_alloc()
+ * @idx: entry
+ *
+ * twostep_hmm_dma_map_pfn() without the IOTLB sync: map many entries, then
+ * call twostep_hmm_dma_sync() once before the device uses them.
+ *
+ * Context: as twostep_hmm_dma_map_pfn().
+ * Return: as twostep_hmm_dma_map_pfn().
+ */
+dma_addr_t twostep_hmm_dma_link_pfn(struct device *dev,
+				    struct twostep_hmm_dma_map *map,
+				    size_t idx);
+
+/**
+ * twostep_hmm_dma_sync - make entries linked by twostep_hmm_dma_link_pfn() visible
+ * @dev: device
+ * @map: map filled in by twostep_hmm_dma_map_alloc()
+ * @first: first entry
+ * @count: entries
+ *
+ * One sync for all of them; nothing to do without an IOVA range.
+ *
+ * Context: any context.
+ * Return: 0, -EINVAL or -ERANGE for entries outside the map, or the error
+ * of twostep_iova_sync().
+ */
+int twostep_hmm_dma_sync(struct device *dev, struct twostep_hmm_dma_map *map,
+			 size_t first, size_t count);
+
+/**
+ * twostep_hmm_dma_unmap_pfn - unmap one entry
+ * @dev: device
+ * @map: map filled in by twostep_hmm_dma_map_alloc()
+ * @idx: entry
+ *
+ * As upstream's hmm_dma_unmap_pfn(): one IOTLB flush per entry. Unmapping
+ * many entries at once is cheaper with twostep_hmm_dma_unmap_range().
+ *
+ * Context: any context for the IOVA path; as dma_unmap_page() otherwise.
+ * Return: true when the entry was mapped and is unmapped now; false when
+ * it was not mapped (or @idx is out of range).
+ */
+bool twostep_hmm_dma_unmap_pfn(struct device *dev,
+			       struct twostep_hmm_dma_map *map, size_t idx);
+
+/**
+ * twostep_hmm_dma_unmap_range - unmap the mapped entries of a range
+ * @dev: device
+ * @map: map filled in by twostep_hmm_dma_map_alloc()
+ * @first: first entry
+ * @count: entries
+ *
+ * For an invalidate callback: every mapped entry in the range is unlinked
+ * and the IOMMU's TLB flushed once for all of them, where upstream's
+ * per-entry hmm_dma_unmap_pfn() flushes once per entry. When this returns
+ * the device can reach none of them. Without an IOVA range each entry is
+ * unmapped with dma_unmap_page().
+ *
+ * Context: any context for the IOVA path; as dma_unmap_page() otherwise.
+ * Return: the number of entries unmapped.
+ */
+size_t twostep_hmm_dma_unmap_range(struct device *dev,
+				   struct twostep_hmm_dma_map *map,
+				   size_t first, size_t count);
+
+/**
+ * twostep_hmm_dma_mapped - is an entry mapped?
+ * @map: map filled in by twostep_hmm_dma_map_alloc()
+ * @idx: entry
+ *
+ * Return: true between a successful map or link of the entry and its unmap.
+ */
+static inline bool twostep_hmm_dma_mapped(const struct twostep_hmm_dma_map *map,
+					  size_t idx)
+{
+	return idx < map->__nr && test_bit(idx, map->__mapped);
+}
 
 #endif /* _TWOSTEP_H */

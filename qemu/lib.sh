@@ -14,6 +14,9 @@ TS_BOOT_TIMEOUT=${TS_BOOT_TIMEOUT:-600}
 TS_ICOUNT=${TS_ICOUNT-}
 TS_SMP_DEFAULT=${TS_SMP:-4}
 TS_KTAP_PREFIX='twostep-ktap: '
+# operations of the ODP program's random stress in the ODP cells
+# (TS_ODP_STRESS overrides)
+TS_ODP_OPS_DEFAULT=20000
 
 ts_log() { printf '%s\n' "$*" >&2; }
 ts_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -188,10 +191,22 @@ ts_build_initramfs() {
 				>>"$dir/lib/twostep/preload.list"
 		done
 	fi
+	ts_build_odp_test
+	cp "$TS_RESULTS/odp-test" "$dir/bin/odp-test"
 	cp "$TS_ROOT/qemu/guest-init" "$dir/init"
 	chmod +x "$dir/init"
 	(cd "$dir" && find . | cpio -o -H newc 2>/dev/null | gzip -1) \
 		>"$TS_RESULTS/$TS_KREL/initramfs.cpio.gz"
+}
+
+# The ODP test's guest program, a static binary: $TS_RESULTS/odp-test.
+ts_build_odp_test() {
+	local log=$TS_RESULTS/build-odp-test.log
+	if ! gcc -O2 -static -Wall -Wextra -Werror -o "$TS_RESULTS/odp-test" \
+		"$TS_ROOT/qemu/odp-test.c" >"$log" 2>&1; then
+		cat "$log" >&2
+		ts_die "building qemu/odp-test.c failed"
+	fi
 }
 
 # QEMU and guest arguments of a configuration: sets TS_QEMU_ARGS (array),
@@ -199,13 +214,23 @@ ts_build_initramfs() {
 # self-test), TS_DMAR (1: the Intel vIOMMU reports faults
 # to the guest, so the host counts them), TS_EDU_BITS (the edu device's
 # DMA reach, which its driver takes for its DMA-API mask) and TS_SUMMARIES
-# (summary lines the guest must print, '|'-separated).
+# (summary lines the guest must print, '|'-separated). Where TS_ODP_OPS is
+# set the guest runs the ODP program (qemu/odp-test.c) with that many
+# stress operations after the self-test; TS_ODP_TRACE=1: QEMU traces the
+# Intel vIOMMU's IOTLB invalidations and the ODP driver's unmap markers
+# into $TS_RESULTS/<config>.trace, and the host counts flushes per unmap.
 ts_config() {
-	local platform=${1%@*} edus=1 wo=-1 cfgname=$1
+	local platform=${1%@*} edus=1 wo=-1 cfg=$1 cfgname=$1 odp=0
 	TS_KERNEL_NAME=6.1
 	[ "$platform" != "$1" ] && TS_KERNEL_NAME=${1#*@}
 	case "$TS_KERNEL_NAME" in 6.1|6.12|7.3) ;; *) return 1 ;; esac
+	# odp-<platform>: that platform, running the ODP test
+	case "$platform" in
+	odp-intel|odp-intel-lazy|odp-amd|odp-intel-pt|odp-none)
+		odp=1 platform=${platform#odp-} ;;
+	esac
 	set -- "$platform"
+	TS_CFG_ICOUNT=$TS_ICOUNT TS_CASES_DEFAULT=all
 	TS_QEMU_ARGS=(-machine q35,kernel-irqchip=split)
 	TS_APPEND=""
 	TS_DMAR=0
@@ -213,6 +238,7 @@ ts_config() {
 	TS_EDU_BITS=64
 	TS_SUMMARIES="bad inputs handled|unauthorized accesses blocked|stress ops|neighbour rounds|largest range"
 	TS_EXAMPLE=1
+	TS_ODP_OPS="" TS_ODP_TRACE=0
 	case "$1" in
 	intel)
 		# strict mode, plus the load/unload lifecycle rounds
@@ -285,6 +311,25 @@ ts_config() {
 	# the neighbour race needs two vCPUs; with one it says skip
 	[ "$TS_SMP" -lt 2 ] && TS_SUMMARIES=$(printf '%s' "$TS_SUMMARIES" |
 		sed 's/|neighbour rounds//')
+	if [ "$odp" = 1 ]; then
+		# the ODP program after the self-test's hmm case; one vCPU
+		# and icount without sleep, so that edu's 100 ms per transfer
+		# cost no wall-clock time; the Intel cells count IOTLB flushes
+		TS_SMP=1 TS_CFG_ICOUNT=shift=auto,sleep=off TS_DMAR=0
+		TS_CASES_DEFAULT=hmm_refault,no_leak TS_SUMMARIES="" TS_EXAMPLE=0
+		TS_APPEND=$(printf '%s' "$TS_APPEND" | sed 's/ ts_lifecycle=[0-9]*//')
+		TS_ODP_OPS=${TS_ODP_STRESS:-$TS_ODP_OPS_DEFAULT}
+		case "$1" in intel|intel-lazy) TS_ODP_TRACE=1 ;; esac
+	fi
+	if [ -n "$TS_ODP_OPS" ]; then
+		TS_APPEND="$TS_APPEND ts_odp=$TS_ODP_OPS${TS_ODP_FLAGS:+ ts_odp_flags=$TS_ODP_FLAGS}"
+		TS_SUMMARIES="${TS_SUMMARIES:+$TS_SUMMARIES|}odp ops $TS_ODP_OPS mismatches 0 "
+	fi
+	if [ "$TS_ODP_TRACE" = 1 ]; then
+		TS_QEMU_ARGS+=(-trace enable=pci_cfg_write
+			-trace "enable=vtd_inv_desc_iotlb_*"
+			-D "$TS_RESULTS/$cfg.trace")
+	fi
 	local mask
 	mask=$(printf '%#x' $(((1 << TS_EDU_BITS) - 1)))
 	[ "$TS_EDU_BITS" = 64 ] && mask=0xffffffffffffffff
@@ -300,7 +345,7 @@ ts_config() {
 	esac
 }
 
-TS_CONFIGS_ALL="intel intel-lazy intel-cm intel-group amd intel-pt none intel@6.12 intel-group@6.12 virtio@6.12 amd@6.12 intel-pt@6.12 none@6.12 intel@7.3 intel-lazy@7.3 amd@7.3 virtio@7.3"
+TS_CONFIGS_ALL="intel intel-lazy intel-cm intel-group amd intel-pt none intel@6.12 intel-group@6.12 virtio@6.12 amd@6.12 intel-pt@6.12 none@6.12 intel@7.3 intel-lazy@7.3 amd@7.3 virtio@7.3 odp-intel odp-intel-lazy odp-amd odp-intel-pt odp-none odp-intel@6.12 odp-amd@6.12 odp-intel-pt@6.12 odp-none@6.12"
 
 # TCG always; KVM only when asked for with TWOSTEP_KVM=1 and usable.
 ts_accel() {
@@ -320,7 +365,8 @@ ts_accel() {
 # started is never retried.
 ts_boot() {
 	local cfg=$1 rc=0
-	rm -f "$TS_RESULTS/$cfg.retried" "$TS_RESULTS/$cfg.boot1.log"
+	rm -f "$TS_RESULTS/$cfg.retried" "$TS_RESULTS/$cfg.boot1.log" \
+		"$TS_RESULTS/$cfg.trace"
 	ts_boot_once "$cfg" || rc=$?
 	if ! grep -aq 'twostep-harness: begin' "$TS_RESULTS/$cfg.log" &&
 		grep -aqE 'Oops|Kernel panic' "$TS_RESULTS/$cfg.log"; then
@@ -341,14 +387,15 @@ ts_boot_once() {
 	vmlinuz=/boot/vmlinuz-$krel
 	[ "$TS_KERNEL_NAME" = 7.3 ] && vmlinuz=$(ts_native_vmlinuz)
 	accel=$(ts_accel)
-	[ "$accel" = tcg ] && [ -n "$TS_ICOUNT" ] && icount=(-icount "$TS_ICOUNT")
+	[ "$accel" = tcg ] && [ -n "$TS_CFG_ICOUNT" ] &&
+		icount=(-icount "$TS_CFG_ICOUNT")
 	timeout --foreground -k 10 "$TS_BOOT_TIMEOUT" qemu-system-x86_64 \
 		-accel "$accel" -m 512 -smp "$TS_SMP" "${icount[@]}" \
 		-display none -monitor none -serial stdio -no-reboot \
 		"${TS_QEMU_ARGS[@]}" \
 		-kernel "$vmlinuz" \
 		-initrd "$TS_RESULTS/$krel/initramfs.cpio.gz" \
-		-append "console=ttyS0 panic=-1 oops=panic $TS_APPEND ts_expect=$TS_EXPECT_API ts_cases=${TWOSTEP_CASES:-all}" \
+		-append "console=ttyS0 panic=-1 oops=panic $TS_APPEND ts_expect=$TS_EXPECT_API ts_cases=${TWOSTEP_CASES:-$TS_CASES_DEFAULT}" \
 		</dev/null >"$log" 2>"$TS_RESULTS/$cfg.qemu.log"
 }
 
@@ -356,17 +403,49 @@ ts_boot_once() {
 # Prints "passed failed skipped" on the last line of stdout.
 ts_parse() {
 	local cfg=$1 rc=$2 log=$TS_RESULTS/$1.log
-	local dmar=0 sums="" example=0
+	local dmar=0 sums="" trace="" example=0
 	[ "$cfg" = dkms ] && dmar=1
 	ts_config "$cfg" 2>/dev/null && dmar=$TS_DMAR sums=$TS_SUMMARIES \
 		example=$TS_EXAMPLE
+	[ "${TS_ODP_TRACE:-0}" = 1 ] && trace=$TS_RESULTS/$cfg.trace
+	[ -n "$trace" ] && [ ! -e "$trace" ] && : >"$trace"
 	# only when all cases ran: a case filter leaves summaries out, and
 	# the example driver
 	[ -n "${TWOSTEP_CASES:-}" ] && sums="" example=0
 	awk -v cfg="$cfg" -v rc="$rc" -v prefix="$TS_KTAP_PREFIX" \
 		-v qlog="$TS_RESULTS/$cfg.qemu.log" -v dmar="$dmar" \
-		-v sums="$sums" -v example="$example" '
+		-v sums="$sums" -v tfile="$trace" -v example="$example" '
 	function problem(msg) { printf "  %s: %s\n", cfg, msg; infra++ }
+	function hex(s,   i, v) {
+		v = 0; s = tolower(s); sub(/^0x/, "", s)
+		for (i = 1; i <= length(s); i++)
+			v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1
+		return v
+	}
+	# QEMU trace: the ODP driver brackets each unmap of an invalidation
+	# with config writes (kind 1 range, 2 per entry; 3 end, with the
+	# entries unmapped); count the IOTLB invalidations in between
+	tfile != "" && FILENAME == tfile {
+		if ($0 ~ /^pci_cfg_write edu / && $0 ~ /@0xf0 <- 0x4f/) {
+			v = hex($NF); kind = int(v / 1048576) % 16; n = v % 1048576
+			if (kind == 1 || kind == 2) { okind = kind; fl = 0; inwin = 1 }
+			else if (kind == 3 && inwin) {
+				inwin = 0
+				if (n > 0) {
+					inv[okind]++; pages[okind] += n; fls[okind] += fl
+					if (fl > mx[okind]) mx[okind] = fl
+					if (!(okind in mn) || fl < mn[okind]) mn[okind] = fl
+				}
+			}
+			next
+		}
+		if ($0 ~ /^vtd_inv_desc_iotlb_/ && inwin) fl++
+		next
+	}
+	/twostep-harness: odp-test rc=/ {
+		orc = $0; sub(/.*rc=/, "", orc); sub(/\r$/, "", orc)
+		if (orc != "0") problem("odp-test exited with " orc)
+	}
 	# the example driver: its own KTAP, results named example/<case>
 	index($0, "twostep-example-ktap: ") {
 		line = substr($0, index($0, "twostep-example-ktap: ") + 22)
@@ -393,7 +472,7 @@ ts_parse() {
 		if (line ~ /^Bail out!/) { problem(line); next }
 		if (line ~ /^(not )?ok [0-9]+ /) {
 			results++
-			if (line ~ /^not ok/) { fail++; mark = "FAIL" }
+			if (line ~ /^not ok/) { fail++; kfail++; mark = "FAIL" }
 			else if (line ~ / # SKIP/) { skip++; mark = "skip" }
 			else { pass++; mark = "ok  " }
 			name = line; sub(/^(not )?ok [0-9]+ /, "", name)
@@ -447,7 +526,7 @@ ts_parse() {
 		if (plan == "") problem("no KTAP plan")
 		else if (results != plan) problem(sprintf("plan 1..%d but %d results", plan, results))
 		if (!seen_rc) problem("self-test load result not reported")
-		else if ((src == 0) != (fail == 0)) problem("module load returned " src " with " fail+0 " failed case(s)")
+		else if ((src == 0) != (kfail == 0)) problem("module load returned " src " with " kfail+0 " failed case(s)")
 		if (!ended) problem("guest did not finish")
 		if (example) {
 			if (ex_version != 1 || ex_plan == "")
@@ -467,13 +546,25 @@ ts_parse() {
 				(found ? "ok  " : "FAIL"), want[i]
 			if (found) pass++; else fail++
 		}
+		if (tfile != "") {
+			for (k = 1; k <= 2; k++)
+				printf "  %s     # odp unmap %s (QEMU trace): %d invalidations, %d pages, %d IOTLB flushes, per invalidation %s..%d\n",
+					cfg, (k == 1 ? "by range" : "per entry, as upstream"),
+					inv[k], pages[k], fls[k], (k in mn ? mn[k] : "-"), mx[k]
+			ok = inv[1] > 0 && mn[1] == 1 && mx[1] == 1
+			printf "  %-9s %s odp_range_unmap_one_flush_per_invalidation\n", cfg, (ok ? "ok  " : "FAIL")
+			if (ok) pass++; else fail++
+			ok = inv[2] > 0 && fls[2] == pages[2]
+			printf "  %-9s %s odp_per_entry_unmap_one_flush_per_page\n", cfg, (ok ? "ok  " : "FAIL")
+			if (ok) pass++; else fail++
+		}
 		if (dmar && dmar_checked) {
 			printf "  %-9s %s dmar_faults_reported (expected %d, guest logged %d)\n", cfg,
 				(faults == expected ? "ok  " : "FAIL"), expected, faults
 			if (faults == expected) pass++; else fail++
 		}
 		printf "%d %d %d\n", pass, fail + infra, skip
-	}' "$TS_RESULTS/$cfg.qemu.log" "$log"
+	}' "$TS_RESULTS/$cfg.qemu.log" ${trace:+"$trace"} "$log"
 }
 
 . "$TS_ROOT/qemu/native.sh"

@@ -17,6 +17,7 @@
 #include <linux/scatterlist.h>
 
 #include "helpers.h"
+#include "odp.h"
 
 /* ---- cases ---- */
 
@@ -1131,6 +1132,7 @@ static const struct ts_group ts_groups[] = {
 	{ ts_robust_cases, &ts_robust_ncases },
 	{ ts_device_cases, &ts_device_ncases },
 	{ ts_fidelity_cases, &ts_fidelity_ncases },
+	{ ts_odp_cases, &ts_odp_ncases },
 	{ ts_final_cases, &ts_final_ncases },
 	{ }
 };

@@ -20,6 +20,8 @@
 
 /* Generous: a transfer takes 100 ms of the guest's virtual clock. */
 #define EDU_DMA_TIMEOUT_MS	10000
+/* how often a transfer whose interrupt is late is checked on */
+#define EDU_DMA_POLL_MS		250
 
 #define EDU_MAX_DEVS	2
 
@@ -63,8 +65,9 @@ static irqreturn_t edu_irq(int irq, void *data)
 int edu_dma(struct edu_dev *edu, dma_addr_t ram, u32 dev_off, u32 len,
 	    bool to_ram)
 {
+	unsigned int waited;
 	u64 src, dst, ram_end;
-	long left;
+	u32 cmd, status;
 	int ret = 0;
 
 	if (!len || len > EDU_MAX_XFER || dev_off > EDU_MAX_XFER ||
@@ -92,12 +95,30 @@ int edu_dma(struct edu_dev *edu, dma_addr_t ram, u32 dev_off, u32 len,
 	edu->dma_started++;
 	writeq(EDU_DMA_START | EDU_DMA_IRQ | (to_ram ? EDU_DMA_TO_RAM : 0),
 	       edu->regs + EDU_REG_DMA_CMD);
-	left = wait_for_completion_timeout(&edu->done,
-					   msecs_to_jiffies(EDU_DMA_TIMEOUT_MS));
-	if (!left) {
-		edu->dead = true;
-		dev_err(&edu->pdev->dev, "DMA timed out, device disabled\n");
-		ret = -ETIMEDOUT;
+	for (waited = 0; ; waited += EDU_DMA_POLL_MS) {
+		if (wait_for_completion_timeout(&edu->done,
+						msecs_to_jiffies(EDU_DMA_POLL_MS)))
+			break;
+		/*
+		 * The interrupt is late (a loaded host) or was lost (MSI
+		 * turned off under us): ask the device whether it is done.
+		 */
+		cmd = readl(edu->regs + EDU_REG_DMA_CMD);
+		if (!(cmd & EDU_DMA_START)) {
+			status = readl(edu->regs + EDU_REG_IRQ_STATUS);
+			if (status)
+				writel(status, edu->regs + EDU_REG_IRQ_ACK);
+			edu->late_irqs++;
+			break;
+		}
+		if (waited >= EDU_DMA_TIMEOUT_MS) {
+			edu->dead = true;
+			dev_err(&edu->pdev->dev,
+				"DMA timed out, device disabled: cmd %#x\n",
+				cmd);
+			ret = -ETIMEDOUT;
+			break;
+		}
 	}
 out_unlock:
 	mutex_unlock(&edu->lock);

@@ -48,6 +48,7 @@
  * @ram_limit: highest RAM-side address the device can generate
  * @dead: set after a timeout; no further DMA is started
  * @dma_started: transfers handed to the device
+ * @late_irqs: transfers found complete before their interrupt came
  */
 struct edu_dev {
 	struct pci_dev *pdev;
@@ -58,6 +59,7 @@ struct edu_dev {
 	u64 ram_limit;
 	bool dead;
 	unsigned long dma_started;
+	unsigned long late_irqs;
 };
 
 int edu_dma(struct edu_dev *edu, dma_addr_t ram, u32 dev_off, u32 len,

@@ -12,6 +12,7 @@
 
 #include "edu.h"
 #include "ktap.h"
+#include "odp.h"
 
 static int expect_api = -1;
 module_param(expect_api, int, 0444);
@@ -150,11 +151,19 @@ static int __init twostep_selftest_init(void)
 		edu_driver_unregister();
 		return -EIO;
 	}
+	/* the ODP device, for the guest program */
+	ret = ts_odp_init(edu);
+	if (ret) {
+		pr_err("no ODP device: %d\n", ret);
+		edu_driver_unregister();
+		return ret;
+	}
 	return 0;
 }
 
 static void __exit twostep_selftest_exit(void)
 {
+	ts_odp_exit();
 	edu_driver_unregister();
 }
 

@@ -23,4 +23,6 @@ have_decl include/linux/iommu.h 'int (\*iotlb_sync_map)' &&
 	printf ' -DTWOSTEP_HAVE_SYNC_MAP_INT'
 have_decl include/linux/generic_pt/iommu.h 'iommupt_from_domain' &&
 	printf ' -DTWOSTEP_HAVE_IOMMUPT'
+have_decl include/linux/dma-mapping.h 'bool dma_dev_need_sync(' &&
+	printf ' -DTWOSTEP_HAVE_DMA_DEV_NEED_SYNC'
 echo

@@ -18,6 +18,7 @@
 
 #include "compat.h"
 #include "ctx.h"
+#include "iova.h"
 
 /*
  * Resolve @dev and @state into a context and a live allocation. Called
@@ -406,6 +407,114 @@ refused:
 	rcu_read_unlock_sched();
 }
 EXPORT_SYMBOL_GPL(twostep_iova_unlink);
+
+/* Add what @one gathered to @all, for a single flush of their hull. */
+static void twostep_gather_merge(struct iommu_iotlb_gather *all,
+				 struct iommu_iotlb_gather *one)
+{
+	if (one->start > one->end)
+		return;
+	all->start = min(all->start, one->start);
+	all->end = max(all->end, one->end);
+	if (!all->pgsize)
+		all->pgsize = one->pgsize;
+	list_splice_init(&one->freelist, &all->freelist);
+}
+
+/**
+ * twostep_iova_unlink_bitmap - unlink many entries with one IOTLB flush
+ * @dev: device
+ * @state: state filled in by twostep_iova_try_alloc() with phys 0
+ * @bitmap: bit i set: entry i, [i * @entry, (i + 1) * @entry) of the
+ *          range, is one whole link
+ * @first: first entry to look at
+ * @count: entries to look at
+ * @entry: bytes per entry, a multiple of the granule
+ *
+ * Every run of set bits in [@first, @first + @count) is unmapped into its
+ * own gather (a run is contiguous, so the IOMMU driver adds it without a
+ * flush of its own), and the hull of all of them is flushed once. Only
+ * then may the granules be linked again. The bitmap is not changed.
+ *
+ * Return: entries unlinked, or a negative errno (nothing unlinked).
+ */
+long twostep_iova_unlink_bitmap(struct device *dev,
+				struct twostep_iova_state *state,
+				const unsigned long *bitmap,
+				unsigned long first, unsigned long count,
+				size_t entry)
+{
+	struct iommu_iotlb_gather all, one;
+	unsigned long rs, re, end, per, mask;
+	const char *why = NULL;
+	struct twostep_ctx *ctx;
+	struct twostep_alloc *a;
+	size_t len, unmapped;
+	long done = 0;
+	u64 bytes;
+	int ret;
+
+	rcu_read_lock_sched();
+	ret = twostep_resolve(dev, state, &ctx, &a, &why);
+	if (ret)
+		goto refused;
+	mask = (1UL << ctx->shift) - 1;
+	ret = -EINVAL;
+	if (a->addr != a->base) {
+		why = "range does not start on a granule";
+		goto refused;
+	}
+	if (!entry || (entry & mask) || !count) {
+		why = "bad entry size or count";
+		goto refused;
+	}
+	per = entry >> ctx->shift;
+	ret = -ERANGE;
+	if (check_add_overflow(first, count, &end) ||
+	    check_mul_overflow((u64)end, (u64)entry, &bytes) ||
+	    bytes > (a->size & TWOSTEP_IOVA_SIZE_MASK)) {
+		why = "entries reach past the allocation";
+		goto refused;
+	}
+	/* all or nothing: every run must be made of whole links */
+	rs = first;
+	for_each_set_bitrange_from(rs, re, bitmap, end) {
+		if (!twostep_links_whole(a->links, rs * per, (re - rs) * per)) {
+			why = "an entry is not one whole link";
+			ret = -EINVAL;
+			goto refused;
+		}
+	}
+
+	iommu_iotlb_gather_init(&all);
+	rs = first;
+	for_each_set_bitrange_from(rs, re, bitmap, end) {
+		len = (size_t)(re - rs) * entry;
+		iommu_iotlb_gather_init(&one);
+		unmapped = iommu_unmap_fast(ctx->domain,
+					    a->base + (dma_addr_t)rs * entry,
+					    len, &one);
+		WARN_ONCE(unmapped != len,
+			  "twostep: unlink unmapped %zu of %zu bytes\n",
+			  unmapped, len);
+		twostep_gather_merge(&all, &one);
+		done += re - rs;
+	}
+	if (done)
+		iommu_iotlb_sync(ctx->domain, &all);
+	rs = first;
+	for_each_set_bitrange_from(rs, re, bitmap, end) {
+		twostep_links_clear(a->links, rs * per, (re - rs) * per);
+		twostep_linked_add(ctx, -(long)((re - rs) * per));
+	}
+	rcu_read_unlock_sched();
+	return done;
+
+refused:
+	twostep_misuse(ctx, dev, "unlink: %s (%d)", why, ret);
+	rcu_read_unlock_sched();
+	return ret;
+}
 
 /* Free or destroy: @mapped_len bytes from the start may be linked. */
 static void twostep_finish(struct device *dev,
