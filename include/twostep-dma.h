@@ -18,6 +18,11 @@
  * driver's dkms.conf, or KBUILD_EXTRA_SYMBOLS=<twostep>/Module.symvers for
  * a plain build.
  *
+ * Upstream's hmm_dma_map_alloc(), hmm_dma_map_free(), hmm_dma_map_pfn()
+ * and hmm_dma_unmap_pfn() with struct hmm_dma_map come the same way: the
+ * kernel's <linux/hmm-dma.h>, which came with the API, where it has it,
+ * twostep's helpers elsewhere.
+ *
  * TWOSTEP_DMA_IOVA_NATIVE is 1 when the kernel's implementation is used,
  * 0 when twostep's is.
  */
@@ -29,6 +34,8 @@
 #ifdef DMA_IOVA_USE_SWIOTLB
 
 #define TWOSTEP_DMA_IOVA_NATIVE 1
+/* hmm_dma_* came with dma_iova_* (Linux 6.16) */
+#include <linux/hmm-dma.h>
 
 #else /* !DMA_IOVA_USE_SWIOTLB: the kernel lacks the API, twostep backs it */
 
@@ -94,6 +101,39 @@ static inline void dma_iova_destroy(struct device *dev,
 				    unsigned long attrs)
 {
 	twostep_iova_destroy(dev, state, mapped_len, dir, attrs);
+}
+
+/* upstream's hmm_dma_* (Linux 6.16), backed by twostep's helpers */
+#define hmm_dma_map twostep_hmm_dma_map
+
+struct pci_p2pdma_map_state;
+
+static inline int hmm_dma_map_alloc(struct device *dev,
+				    struct hmm_dma_map *map,
+				    size_t nr_entries, size_t dma_entry_size)
+{
+	return twostep_hmm_dma_map_alloc(dev, map, nr_entries,
+					 dma_entry_size);
+}
+
+static inline void hmm_dma_map_free(struct device *dev,
+				    struct hmm_dma_map *map)
+{
+	twostep_hmm_dma_map_free(dev, map);
+}
+
+/* twostep maps no peer-to-peer memory: @p2pdma_state is not used */
+static inline dma_addr_t
+hmm_dma_map_pfn(struct device *dev, struct hmm_dma_map *map, size_t idx,
+		struct pci_p2pdma_map_state *p2pdma_state)
+{
+	return twostep_hmm_dma_map_pfn(dev, map, idx);
+}
+
+static inline bool hmm_dma_unmap_pfn(struct device *dev,
+				     struct hmm_dma_map *map, size_t idx)
+{
+	return twostep_hmm_dma_unmap_pfn(dev, map, idx);
 }
 
 #endif /* DMA_IOVA_USE_SWIOTLB */

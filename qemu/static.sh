@@ -72,6 +72,46 @@ ts_static_checks() {
 		check 0 checkpatch_strict_clean "linux-source could not be fetched"
 	fi
 
+	# a consumer of every upstream name the drop-in header promises,
+	# built with -Werror against this kernel and twostep's exports
+	mkdir -p "$work/names"
+	cat >"$work/names/names.c" <<'EOF'
+#include <linux/module.h>
+#include <linux/dma-mapping.h>
+#include <twostep-dma.h>
+
+static int __init names_init(void)
+{
+	struct dma_iova_state st;
+	struct hmm_dma_map m;
+	dma_addr_t a;
+
+	if (dma_iova_try_alloc(NULL, &st, 0, PAGE_SIZE)) {
+		dma_iova_link(NULL, &st, 0, 0, PAGE_SIZE, DMA_TO_DEVICE, 0);
+		dma_iova_sync(NULL, &st, 0, PAGE_SIZE);
+		dma_iova_unlink(NULL, &st, 0, PAGE_SIZE, DMA_TO_DEVICE, 0);
+		dma_iova_destroy(NULL, &st, 0, DMA_TO_DEVICE, 0);
+		dma_iova_free(NULL, &st);
+	}
+	if (hmm_dma_map_alloc(NULL, &m, 1, sizeof(a)))
+		return -EINVAL;
+	a = hmm_dma_map_pfn(NULL, &m, 0, NULL);
+	hmm_dma_unmap_pfn(NULL, &m, 0);
+	hmm_dma_map_free(NULL, &m);
+	return dma_use_iova(&st) + dma_iova_size(&st) + !a;
+}
+module_init(names_init);
+MODULE_LICENSE("GPL");
+EOF
+	echo 'obj-m := names.o' >"$work/names/Kbuild"
+	out=$(make -C "/lib/modules/$TS_KREL/build" M="$work/names" \
+		KCFLAGS="-Werror -I$work/include" \
+		KBUILD_EXTRA_SYMBOLS="$work/Module.symvers" 2>&1)
+	printf '%s\n' "$out" >>"$log"
+	check $(( $(printf '%s\n' "$out" | grep -c -E 'warning|error|Error') == 0 )) \
+		drop_in_header_builds_every_upstream_name \
+		"$(printf '%s\n' "$out" | grep -E 'warning|error' | head -n 3)"
+
 	# the headers package's scripts/, where Debian keeps kernel-doc
 	kdoc=$(readlink -f "/lib/modules/$TS_KREL/build/scripts")/kernel-doc
 	[ -x "$kdoc" ] ||
