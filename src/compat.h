@@ -79,4 +79,15 @@ static inline int twostep_compat_sync_map(struct iommu_domain *domain,
 #endif
 }
 
+/* Move the page-table pages @from gathered for freeing to @to. */
+static inline void twostep_compat_gather_splice(struct iommu_iotlb_gather *to,
+						struct iommu_iotlb_gather *from)
+{
+#ifdef TWOSTEP_HAVE_IOMMU_PAGES_LIST
+	list_splice_init(&from->freelist.pages, &to->freelist.pages);
+#else
+	list_splice_init(&from->freelist, &to->freelist);
+#endif
+}
+
 #endif /* _TWOSTEP_COMPAT_H */

@@ -418,7 +418,7 @@ static void twostep_gather_merge(struct iommu_iotlb_gather *all,
 	all->end = max(all->end, one->end);
 	if (!all->pgsize)
 		all->pgsize = one->pgsize;
-	list_splice_init(&one->freelist, &all->freelist);
+	twostep_compat_gather_splice(all, one);
 }
 
 /**
