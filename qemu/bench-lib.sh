@@ -7,11 +7,16 @@
 
 # The guest kernel of the benchmark: 7.3 (Debian 13 backports, whose own
 # dma_iova_* is timed beside twostep) by default, or 6.1 / 6.12.
-TS_BENCH_KERNEL=${TS_BENCH_KERNEL:-7.3}
-# in the self-test's order (the trace's phase markers carry the index)
-TS_BENCH_METHODS="twostep twostep_unlink classic classic_sg floor_map_pages floor_contig twostep_contig"
-[ "$TS_BENCH_KERNEL" = 7.3 ] &&
-	TS_BENCH_METHODS="$TS_BENCH_METHODS native native_unlink native_contig"
+# ts_bench_kernel K sets it and the methods its guest times, in the
+# self-test's order (the trace's phase markers carry the index).
+ts_bench_kernel() {
+	TS_BENCH_KERNEL=$1
+	TS_BENCH_METHODS="twostep twostep_unlink classic classic_sg floor_map_pages floor_contig twostep_contig"
+	if [ "$TS_BENCH_KERNEL" = 7.3 ]; then
+		TS_BENCH_METHODS="$TS_BENCH_METHODS native native_unlink native_contig"
+	fi
+}
+ts_bench_kernel "${TS_BENCH_KERNEL:-7.3}"
 TS_BENCH_SIZES="1 4 16 64 256 512 1024 4096"
 TS_BENCH_CSV_HEADER="mode,method,n,reps,map_ns_page,map_min,map_max,unmap_ns_page,unmap_min,unmap_max,map_vs_classic,unmap_vs_classic,inval_map_per_call,inval_unmap_per_call"
 
