@@ -437,6 +437,33 @@ out_put:
 	return ret;
 }
 
+/*
+ * A range of four pages, each linked on its own, one sync. False when that
+ * failed: the outcome is written and nothing is left allocated.
+ */
+static bool fid_link_four(struct ts *t, const struct fid_backend *b,
+			  const struct ts_pages *p, union fid_state *s,
+			  char *out)
+{
+	unsigned int i;
+	int ret = 0;
+
+	if (!b->try_alloc(t, s, 0, 4 * PAGE_SIZE)) {
+		snprintf(out, FID_OUT, "ret=0");
+		return false;
+	}
+	for (i = 0; i < 4 && !ret; i++)
+		ret = b->link(t, s, page_to_phys(p->pg[i]), i * PAGE_SIZE,
+			      PAGE_SIZE, DMA_BIDIRECTIONAL);
+	if (ret) {
+		b->destroy(t, s, (i - 1) * PAGE_SIZE, DMA_BIDIRECTIONAL);
+		snprintf(out, FID_OUT, "link=%d", ret);
+		return false;
+	}
+	b->sync(t, s, 0, 4 * PAGE_SIZE);
+	return true;
+}
+
 /* Four links; @unlink() the given ranges; which pages still translate. */
 static int fid_links_then(struct ts *t, const struct fid_backend *b,
 			  char *out, const size_t (*ranges)[2],
@@ -451,19 +478,8 @@ static int fid_links_then(struct ts *t, const struct fid_backend *b,
 	ret = ts_pages_get(t, &p, 4);
 	if (ret)
 		return ret;
-	if (!b->try_alloc(t, &s, 0, 4 * PAGE_SIZE)) {
-		snprintf(out, FID_OUT, "ret=0");
+	if (!fid_link_four(t, b, &p, &s, out))
 		goto out_put;
-	}
-	for (i = 0; i < 4 && !ret; i++)
-		ret = b->link(t, &s, page_to_phys(p.pg[i]), i * PAGE_SIZE,
-			      PAGE_SIZE, DMA_BIDIRECTIONAL);
-	if (ret) {
-		b->destroy(t, &s, (i - 1) * PAGE_SIZE, DMA_BIDIRECTIONAL);
-		snprintf(out, FID_OUT, "link=%d", ret);
-		goto out_put;
-	}
-	b->sync(t, &s, 0, 4 * PAGE_SIZE);
 	for (i = 0; i < nranges; i++)
 		b->unlink(t, &s, ranges[i][0], ranges[i][1],
 			  DMA_BIDIRECTIONAL);
@@ -530,20 +546,9 @@ static int fid_destroy_short(struct ts *t, const struct fid_backend *b,
 	ret = ts_pages_get(t, &p, 4);
 	if (ret)
 		return ret;
-	if (!b->try_alloc(t, &s, 0, 4 * PAGE_SIZE)) {
-		snprintf(out, FID_OUT, "ret=0");
+	if (!fid_link_four(t, b, &p, &s, out))
 		goto out_put;
-	}
 	addr = b->addr(&s);
-	for (i = 0; i < 4 && !ret; i++)
-		ret = b->link(t, &s, page_to_phys(p.pg[i]), i * PAGE_SIZE,
-			      PAGE_SIZE, DMA_BIDIRECTIONAL);
-	if (ret) {
-		b->destroy(t, &s, (i - 1) * PAGE_SIZE, DMA_BIDIRECTIONAL);
-		snprintf(out, FID_OUT, "link=%d", ret);
-		goto out_put;
-	}
-	b->sync(t, &s, 0, 4 * PAGE_SIZE);
 	b->destroy(t, &s, 2 * PAGE_SIZE, DMA_BIDIRECTIONAL);
 	for (i = 0; i < 4; i++) {
 		map[i] = '0';
