@@ -27,3 +27,9 @@ bench:
 	./qemu/bench.sh
 
 .PHONY: bench
+
+# The Debian package twostep-dkms_<version>_all.deb, in results/deb/
+deb:
+	./qemu/deb.sh
+
+.PHONY: deb
