@@ -19,13 +19,15 @@ export DEBIAN_FRONTEND=noninteractive
 say() { echo "twostep-guest: $*"; }
 step() { echo "twostep-step: $*"; }
 check() { say "check $1 $2"; echo "twostep-check: $2 $1"; }
-# Show a command and its output; keep its status in $rc.
+# Show a command and its output as it comes (also kept in /tmp/run.out);
+# keep its status in $rc.
 run() {
 	say "\$ $*"
-	"$@" >/tmp/run.out 2>&1
-	rc=$?
-	sed 's/^/  | /' /tmp/run.out
-	say "(exit $rc)"
+	{ "$@" 2>&1 </dev/null; echo $? >/tmp/run.rc; } | tee /tmp/run.out |
+		awk '{ getline up <"/proc/uptime"; close("/proc/uptime")
+			printf "  | [%7.1f] %s\n", up, $0; fflush() }'
+	rc=$(cat /tmp/run.rc)
+	say "(exit $rc; guest uptime $(cut -d' ' -f1 /proc/uptime) s)"
 	return $rc
 }
 
@@ -43,7 +45,7 @@ installed_here() {
 		check module_symvers_kept ok || check module_symvers_kept FAIL
 	run modinfo twostep
 	grep -q "^version: *$ver\$" /tmp/run.out &&
-		grep -q "^filename: */lib/modules/$kver/updates/dkms/twostep.ko" \
+		grep -q "^filename: *\(/usr\)\?/lib/modules/$kver/updates/dkms/twostep\.ko" \
 			/tmp/run.out && check modinfo ok || check modinfo FAIL
 	step "modprobe twostep_selftest on $kver"
 	run modprobe twostep_selftest expect_api=1
@@ -84,8 +86,8 @@ case "$phase" in
 	run dkms status -m twostep
 	[ -n "$new" ] &&
 		grep -q "^twostep/$ver, $new, [^:]*: installed" /tmp/run.out &&
-		[ -f "/lib/modules/$new/updates/dkms/twostep.ko" ] &&
-		[ -f "/lib/modules/$new/updates/dkms/twostep_selftest.ko" ] &&
+		ls "/lib/modules/$new/updates/dkms/twostep.ko"* \
+			"/lib/modules/$new/updates/dkms/twostep_selftest.ko"* &&
 		check dkms_built_for_new_kernel ok ||
 		check dkms_built_for_new_kernel FAIL
 	# The new kernel and its initrd, for the host to boot next.

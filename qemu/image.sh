@@ -72,20 +72,29 @@ ts_image_build() {
 	mkdir "$tmp/upgrade"
 	ts_log "VM image: building Debian $TS_IMAGE_SUITE with $TS_IMAGE_PACKAGES"
 	ts_log "VM image: from ${sources[*]}"
+	# The initramfs of the kernels installed in the guest holds the
+	# modules of its disk only (MODULES=dep): TCG makes "most" slow.
 	# The upgrade kernel as a user installs it from backports, resolved
-	# by the image's own apt and downloaded only, then taken out.
-	hook="chroot \"\$1\" apt-get -y -q --download-only --no-install-recommends"
+	# by the image's own apt and downloaded only (into an archive cache
+	# emptied of the image's own packages first), then taken out.
+	hook="rm -f \"\$1\"/var/cache/apt/archives/*.deb"
+	hook="$hook && chroot \"\$1\" apt-get -y -q --download-only --no-install-recommends"
 	hook="$hook -t $TS_IMAGE_SUITE-backports install linux-image-amd64 linux-headers-amd64"
 	hook="$hook && mv \"\$1\"/var/cache/apt/archives/*.deb '$tmp/upgrade/'"
 	if ! mmdebstrap --variant=apt --include="$TS_IMAGE_PACKAGES" \
 		--customize-hook='echo twostep-guest >"$1/etc/hostname"' \
+		--customize-hook='echo MODULES=dep >"$1/etc/initramfs-tools/conf.d/twostep-guest"' \
 		--customize-hook="$hook" \
 		"$TS_IMAGE_SUITE" "$tmp/root" "${sources[@]}" >&2; then
 		rm -rf "$tmp"
 		ts_die "mmdebstrap failed"
 	fi
-	dpkg-deb -f "$tmp"/upgrade/linux-headers-amd64_*.deb Depends |
-		sed -n 's/^linux-headers-\([^ ,]*\).*/\1/p' >"$tmp/upgrade-release"
+	for line in "$tmp"/upgrade/linux-headers-*.deb; do
+		line=$(dpkg-deb -f "$line" Package)
+		case "$line" in
+		linux-headers-[0-9]*-amd64) echo "${line#linux-headers-}" ;;
+		esac
+	done | sort -V | tail -n 1 >"$tmp/upgrade-release"
 	[ -s "$tmp/upgrade-release" ] ||
 		{ rm -rf "$tmp"; ts_die "no upgrade kernel in $TS_IMAGE_SUITE-backports"; }
 	install -m 0755 "$TS_ROOT/qemu/image-init" \
@@ -138,13 +147,13 @@ ts_image_boot() {
 		truncate -s 512M "$out"
 	fi
 	accel=$(ts_accel)
-	timeout --foreground -k 10 "${TS_DKMS_TIMEOUT:-1800}" \
+	timeout --foreground -k 10 "${TS_DKMS_TIMEOUT:-3600}" \
 		qemu-system-x86_64 -accel "$accel" -m 2048 -smp "$smp" \
 		-display none -monitor none -serial stdio -no-reboot \
 		-machine q35,kernel-irqchip=split \
 		-device intel-iommu,intremap=on \
 		-device edu,dma_mask=0xffffffffff \
-		-drive file="$overlay",format=qcow2,if=virtio \
+		-drive file="$overlay",format=qcow2,if=virtio,cache=unsafe \
 		-drive file="$TS_RESULTS/$TS_FLOW-guest.tar",format=raw,if=virtio,readonly=on \
 		-drive file="$out",format=raw,if=virtio \
 		-kernel "$vmlinuz" -initrd "$initrd" \
@@ -171,7 +180,8 @@ ts_dkms_missing() {
 				missing++
 			}
 		printf "%d\n", missing
-	}' "$TS_RESULTS/$1.log"
+	}' "$TS_RESULTS/$1.log" 2>/dev/null || printf '%s\n' $want | awk -v cfg="$1" '
+		{ printf "  %-9s MISSING %s\n", cfg, $1 } END { print NR }'
 }
 
 # What the guest ran and printed in log $1.log, without the kernel log.
@@ -184,7 +194,8 @@ ts_dkms_transcript() {
 ts_dkms_follow() {
 	local line
 	tail -n +1 -F --pid="$2" "$TS_RESULTS/$1.log" 2>/dev/null |
-		tr -d '\r' | while IFS= read -r line; do
+		while IFS= read -r line; do
+		line=${line%$'\r'}
 		case "$line" in
 		"twostep-step: "*) ts_say "  guest: ${line#twostep-step: }" ;;
 		"twostep-check: FAIL "*) ts_say "    FAIL ${line#twostep-check: FAIL }" ;;
