@@ -216,6 +216,8 @@ ts_dkms_boot() {
 	rm -f "$TS_RESULTS/$name.retried" "$TS_RESULTS/$name.boot1.log"
 	for try in 1 2; do
 		rc=0
+		# a fresh log, or the follower would show the last run's first
+		: >"$TS_RESULTS/$name.log"
 		if [ "${TS_FOLLOW:-0}" = 1 ]; then
 			ts_image_boot "$@" &
 			local pid=$!

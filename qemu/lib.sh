@@ -319,7 +319,7 @@ ts_parse() {
 		if (line ~ /^Bail out!/) { problem(line); next }
 		if (line ~ /^(not )?ok [0-9]+ /) {
 			results++
-			if (line ~ /^not ok/) { fail++; mark = "FAIL" }
+			if (line ~ /^not ok/) { fail++; kfail++; mark = "FAIL" }
 			else if (line ~ / # SKIP/) { skip++; mark = "skip" }
 			else { pass++; mark = "ok  " }
 			name = line; sub(/^(not )?ok [0-9]+ /, "", name)
@@ -366,7 +366,7 @@ ts_parse() {
 		if (plan == "") problem("no KTAP plan")
 		else if (results != plan) problem(sprintf("plan 1..%d but %d results", plan, results))
 		if (!seen_rc) problem("self-test load result not reported")
-		else if ((src == 0) != (fail == 0)) problem("module load returned " src " with " fail+0 " failed case(s)")
+		else if ((src == 0) != (kfail == 0)) problem("module load returned " src " with " kfail+0 " failed case(s)")
 		if (!ended) problem("guest did not finish")
 		# summary lines the configuration must print
 		nsum = sums == "" ? 0 : split(sums, want, "|")
