@@ -259,9 +259,11 @@ ts_dkms_boots() {
 	tar -C "$kdir" -xf "$TS_RESULTS/$TS_FLOW-out.tar" 2>/dev/null || true
 	new=$(cat "$kdir/kernel-release" 2>/dev/null || true)
 	if [ -z "$new" ] || [ ! -s "$kdir/vmlinuz" ] || [ ! -s "$kdir/initrd.img" ]; then
-		# no new kernel to boot: boot 2's checks count as missing
-		new=$(cat "$TS_IMAGE/upgrade-release")
-		echo "$TS_FLOW@$(ts_kernel_name "$new") 2 none" >>"$boots"
+		# no new kernel to boot: boot 2's checks count as missing (and
+		# no console of an earlier run is read for them)
+		name2=$TS_FLOW@$(ts_kernel_name "$(cat "$TS_IMAGE/upgrade-release")")
+		rm -f "$TS_RESULTS/$name2.log"
+		echo "$name2 2 none" >>"$boots"
 		return 0
 	fi
 	name2=$TS_FLOW@$(ts_kernel_name "$new")
