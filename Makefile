@@ -30,3 +30,9 @@ bench:
 	TS_BENCH_KERNEL=$(BENCH_KERNEL) ./qemu/bench.sh
 
 .PHONY: bench
+
+# The Debian package twostep-dkms_<version>_all.deb, in results/deb/
+deb:
+	./qemu/deb.sh
+
+.PHONY: deb

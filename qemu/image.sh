@@ -1,22 +1,41 @@
 # SPDX-License-Identifier: GPL-2.0
 # shellcheck shell=bash
-# The Debian 12 VM image of the DKMS flow: built with mmdebstrap from the
-# package sources this machine's apt is configured with, kept in a cache
-# outside the tree and rebuilt only when its inputs change. Sourced after
-# lib.sh.
+# The Debian VM images of the main job (Debian 12 or 13): built with
+# mmdebstrap from the Debian source this machine's apt is configured with,
+# kept in a cache outside the tree and rebuilt only when their inputs
+# change. Each image comes with the packages of its upgrade kernel (the
+# Debian release's backports kernel with its headers and whatever they
+# need), downloaded on the host while the image is built and handed to the
+# offline guest. Sourced after lib.sh.
 
-TS_IMAGE_SUITE=bookworm
 TS_IMAGE_PACKAGES="linux-image-amd64,linux-headers-amd64,gcc,make,libc6-dev,dkms,kmod,initramfs-tools"
-TS_IMAGE_SIZE=4G
+TS_IMAGE_SIZE=6G
 
-# "deb URI SUITE main" for the suite and its -updates and -security
-# companions, as this machine's apt knows them (no mirror name is kept in
-# the repository).
+# Select the Debian release (12 or 13): sets TS_DEBIAN, TS_IMAGE_SUITE and
+# TS_FLOW (the name of the flow's logs and verdict lines: dkms, dkms13).
+ts_image_select() {
+	case "$1" in
+	12|bookworm) TS_DEBIAN=12 TS_IMAGE_SUITE=bookworm TS_FLOW=dkms ;;
+	13|trixie) TS_DEBIAN=13 TS_IMAGE_SUITE=trixie TS_FLOW=dkms13 ;;
+	*) ts_die "unknown Debian release '$1' (have: 12 13)" ;;
+	esac
+}
+ts_image_select 12
+
+# "deb URI SUITE main" lines of the image: the suite, its -updates,
+# -security and -backports companions, at the URIs this machine's apt uses
+# for Debian 12 (the host's release); no mirror name is kept in the
+# repository.
 ts_image_sources() {
 	apt-cache policy | awk -v s="$TS_IMAGE_SUITE" '
-		$3 ~ "^" s "(-updates|-security)?/main$" && $4 == "amd64" &&
+		$3 ~ /^bookworm(-security)?\/main$/ && $4 == "amd64" &&
 		$5 == "Packages" && !seen[$3]++ {
-			split($3, a, "/"); print "deb " $2 " " a[1] " main"
+			if ($3 == "bookworm/main") {
+				print "deb " $2 " " s " main"
+				print "deb " $2 " " s "-updates main"
+				print "deb " $2 " " s "-backports main"
+			} else
+				print "deb " $2 " " s "-security main"
 		}' | sort
 }
 
@@ -31,43 +50,57 @@ ts_image_key() {
 }
 
 # Build the image unless the cache has it; sets TS_IMAGE to its folder,
-# which holds disk.raw, vmlinuz, initrd.img and kernel-release.
+# which holds disk.raw, vmlinuz, initrd.img, kernel-release, upgrade/*.deb
+# and upgrade-release. Progress goes to stderr.
 ts_image_build() {
-	local key tmp sources=() line
+	local key tmp sources=() line vmlinuz hook
 	ts_need_packages mmdebstrap e2fsprogs qemu-utils
 	key=$(ts_image_key)
-	TS_IMAGE=$TS_CACHE/image-$key
+	TS_IMAGE=$TS_CACHE/debian$TS_DEBIAN-image-$key
 	if [ -f "$TS_IMAGE/complete" ]; then
-		ts_log "VM image: cached at $TS_IMAGE ($(cat "$TS_IMAGE/kernel-release"))"
+		ts_log "VM image: cached at $TS_IMAGE"
 		return 0
 	fi
 	while read -r line; do
 		[ -n "$line" ] && sources+=("$line")
 	done < <(ts_image_sources)
 	[ ${#sources[@]} -gt 0 ] ||
-		ts_die "apt knows no $TS_IMAGE_SUITE/main source to build the image from"
+		ts_die "apt knows no bookworm/main source to derive the image's from"
 
 	mkdir -p "$TS_CACHE"
 	tmp=$(mktemp -d "$TS_CACHE/build.XXXXXX")
-	ts_log "VM image: building Debian $TS_IMAGE_SUITE with $TS_IMAGE_PACKAGES (a few minutes the first time)"
+	mkdir "$tmp/upgrade"
+	ts_log "VM image: building Debian $TS_IMAGE_SUITE with $TS_IMAGE_PACKAGES"
 	ts_log "VM image: from ${sources[*]}"
+	# The initramfs of the kernels installed in the guest holds the
+	# modules of its disk only (MODULES=dep): TCG makes "most" slow.
+	# The upgrade kernel as a user installs it from backports, resolved
+	# by the image's own apt and downloaded only (into an archive cache
+	# emptied of the image's own packages first), then taken out.
+	hook="rm -f \"\$1\"/var/cache/apt/archives/*.deb"
+	hook="$hook && chroot \"\$1\" apt-get -y -q --download-only --no-install-recommends"
+	hook="$hook -t $TS_IMAGE_SUITE-backports install linux-image-amd64 linux-headers-amd64"
+	hook="$hook && mv \"\$1\"/var/cache/apt/archives/*.deb '$tmp/upgrade/'"
 	if ! mmdebstrap --variant=apt --include="$TS_IMAGE_PACKAGES" \
 		--customize-hook='echo twostep-guest >"$1/etc/hostname"' \
-		"$TS_IMAGE_SUITE" "$tmp/root" "${sources[@]}" 2>&1 |
-		while read -r line; do
-			case "$line" in
-			I:*|E:*|W:*) ts_log "  mmdebstrap: ${line#?: }" ;;
-			esac
-		done; then
+		--customize-hook='echo MODULES=dep >"$1/etc/initramfs-tools/conf.d/twostep-guest"' \
+		--customize-hook="$hook" \
+		"$TS_IMAGE_SUITE" "$tmp/root" "${sources[@]}" >&2; then
 		rm -rf "$tmp"
 		ts_die "mmdebstrap failed"
 	fi
+	for line in "$tmp"/upgrade/linux-headers-*.deb; do
+		line=$(dpkg-deb -f "$line" Package)
+		case "$line" in
+		linux-headers-[0-9]*-amd64) echo "${line#linux-headers-}" ;;
+		esac
+	done | sort -V | tail -n 1 >"$tmp/upgrade-release"
+	[ -s "$tmp/upgrade-release" ] ||
+		{ rm -rf "$tmp"; ts_die "no upgrade kernel in $TS_IMAGE_SUITE-backports"; }
 	install -m 0755 "$TS_ROOT/qemu/image-init" \
 		"$tmp/root/usr/local/sbin/twostep-init"
-	ls "$tmp/root/boot"/vmlinuz-* >/dev/null 2>&1 ||
-		{ rm -rf "$tmp"; ts_die "the image has no kernel"; }
-	local vmlinuz
-	vmlinuz=$(ls "$tmp/root/boot"/vmlinuz-* | sort -V | tail -n 1)
+	vmlinuz=$(find "$tmp/root/boot" -name 'vmlinuz-*' | sort -V | tail -n 1)
+	[ -n "$vmlinuz" ] || { rm -rf "$tmp"; ts_die "the image has no kernel"; }
 	basename "$vmlinuz" | sed 's/^vmlinuz-//' >"$tmp/kernel-release"
 	cp "$vmlinuz" "$tmp/vmlinuz"
 	cp "$tmp/root/boot/initrd.img-$(cat "$tmp/kernel-release")" \
@@ -80,58 +113,163 @@ ts_image_build() {
 	fi
 	rm -rf "$tmp/root"
 	touch "$tmp/complete"
-	rm -rf "$TS_CACHE"/image-*
+	# older images of this release only (other folders of the cache are
+	# not ours to remove)
+	rm -rf "$TS_CACHE/debian$TS_DEBIAN-image-"*
 	mv "$tmp" "$TS_IMAGE"
-	ts_log "VM image: ready at $TS_IMAGE ($(cat "$TS_IMAGE/kernel-release"))"
+	ts_log "VM image: ready at $TS_IMAGE ($(cat "$TS_IMAGE/kernel-release"), upgrade kernel $(cat "$TS_IMAGE/upgrade-release"))"
 }
 
-# The twostep source as a DKMS user has it, in a tar archive that the
-# guest reads from its second disk.
-ts_image_source_tar() {
-	tar -C "$TS_ROOT" -cf "$TS_RESULTS/twostep-src.tar" dkms.conf Kbuild \
-		Makefile LICENSE README.md include src selftest qemu/dkms-guest.sh
+# What the guest gets on its second disk, a tar archive: the package, its
+# guest script and the upgrade kernel's packages.
+ts_image_guest_tar() {
+	local deb=$1
+	tar -cf "$TS_RESULTS/$TS_FLOW-guest.tar" \
+		-C "$(dirname "$deb")" "$(basename "$deb")" \
+		-C "$TS_ROOT/qemu" dkms-guest.sh \
+		-C "$TS_IMAGE" upgrade
 }
 
-# Boot the image (q35, Intel vIOMMU, edu) on a throw-away overlay; the
-# console goes to $TS_RESULTS/dkms.log.
+# Boot the image's disk overlay with kernel $1 (vmlinuz) and initrd $2 for
+# guest phase $3 (1: package, kernel upgrade; 2: the new kernel, purge;
+# further kernel parameters may follow the number);
+# the console goes to $TS_RESULTS/$4.log. Phase 1 starts a new overlay,
+# phase 2 goes on with it; the guest hands its new kernel out on a third
+# disk, $TS_FLOW-out.tar. Returns QEMU's status (124: timeout).
 ts_image_boot() {
-	local log=$TS_RESULTS/dkms.log accel smp=2
-	qemu-img create -q -f qcow2 -F raw -b "$TS_IMAGE/disk.raw" \
-		"$TS_RESULTS/dkms-overlay.qcow2"
-	ts_image_source_tar
+	local vmlinuz=$1 initrd=$2 phase=$3 name=$4 smp=2 accel
+	local overlay=$TS_RESULTS/$TS_FLOW-overlay.qcow2
+	local out=$TS_RESULTS/$TS_FLOW-out.tar
+	if [ "$phase" = 1 ]; then
+		rm -f "$overlay"
+		qemu-img create -q -f qcow2 -F raw -b "$TS_IMAGE/disk.raw" "$overlay"
+		rm -f "$out"
+		truncate -s 512M "$out"
+	fi
 	accel=$(ts_accel)
-	timeout --foreground -k 10 "${TS_DKMS_TIMEOUT:-1500}" \
-		qemu-system-x86_64 -accel "$accel" -m 1536 -smp "$smp" \
+	timeout --foreground -k 10 "${TS_DKMS_TIMEOUT:-3600}" \
+		qemu-system-x86_64 -accel "$accel" -m 2048 -smp "$smp" \
 		-display none -monitor none -serial stdio -no-reboot \
 		-machine q35,kernel-irqchip=split \
 		-device intel-iommu,intremap=on \
 		-device edu,dma_mask=0xffffffffff \
-		-drive file="$TS_RESULTS/dkms-overlay.qcow2",format=qcow2,if=virtio \
-		-drive file="$TS_RESULTS/twostep-src.tar",format=raw,if=virtio,readonly=on \
-		-kernel "$TS_IMAGE/vmlinuz" -initrd "$TS_IMAGE/initrd.img" \
-		-append "console=ttyS0 root=/dev/vda rw init=/usr/local/sbin/twostep-init loglevel=4 panic=-1 oops=panic intel_iommu=on iommu.strict=1" \
-		</dev/null >"$log" 2>"$TS_RESULTS/dkms.qemu.log"
+		-drive file="$overlay",format=qcow2,if=virtio,cache=unsafe \
+		-drive file="$TS_RESULTS/$TS_FLOW-guest.tar",format=raw,if=virtio,readonly=on \
+		-drive file="$out",format=raw,if=virtio \
+		-kernel "$vmlinuz" -initrd "$initrd" \
+		-append "console=ttyS0 root=/dev/vda rw init=/usr/local/sbin/twostep-init loglevel=4 panic=-1 oops=panic intel_iommu=on iommu.strict=1 twostep_phase=$phase" \
+		</dev/null >"$TS_RESULTS/$name.log" 2>"$TS_RESULTS/$name.qemu.log"
 }
 
-TS_DKMS_CHECKS="dkms_add dkms_build dkms_install modprobe_selftest dkms_status_installed modinfo dkms_remove remove_leaves_nothing"
+# The checks each boot of the flow must report, in order.
+TS_DKMS_CHECKS_1="apt_install_package headers_installed dkms_status_installed module_symvers_kept modinfo modprobe_selftest kernel_upgrade_install dkms_built_for_new_kernel new_kernel_exported"
+TS_DKMS_CHECKS_2="booted_new_kernel dkms_status_installed module_symvers_kept modinfo modprobe_selftest apt_purge purge_leaves_nothing"
 
-# DKMS steps the guest never reported (ts_parse counts the ones it did):
-# prints them, then their number on the last line.
+# Checks of phase $2 the guest never reported in log $1.log (ts_parse counts
+# the ones it did): prints them, then their number on the last line.
 ts_dkms_missing() {
-	awk -v want="$TS_DKMS_CHECKS" '
+	local want=$TS_DKMS_CHECKS_1
+	[ "$2" = 2 ] && want=$TS_DKMS_CHECKS_2
+	awk -v want="$want" -v cfg="$1" '
 	/^twostep-check: / { sub(/\r$/, ""); seen[$3] = 1 }
 	END {
 		n = split(want, names, " ")
 		for (i = 1; i <= n; i++)
 			if (!seen[names[i]]) {
-				printf "  %-9s MISSING %s\n", "dkms", names[i]
+				printf "  %-9s MISSING %s\n", cfg, names[i]
 				missing++
 			}
 		printf "%d\n", missing
-	}' "$TS_RESULTS/dkms.log"
+	}' "$TS_RESULTS/$1.log" 2>/dev/null || printf '%s\n' $want | awk -v cfg="$1" '
+		{ printf "  %-9s MISSING %s\n", cfg, $1 } END { print NR }'
 }
 
-# What the guest ran and printed, without the kernel log dump.
+# What the guest ran and printed in log $1.log, without the kernel log.
 ts_dkms_transcript() {
-	grep -a -E '^(twostep-guest: |  \| )' "$TS_RESULTS/dkms.log" | tr -d '\r'
+	grep -a -E '^(twostep-guest: |  \| )' "$TS_RESULTS/$1.log" | tr -d '\r'
+}
+
+# Print the guest's steps and check results of log $1 as they come, with
+# the time since TS_T0, until process $2 ends.
+ts_dkms_follow() {
+	local line
+	tail -n +1 -F --pid="$2" "$TS_RESULTS/$1.log" 2>/dev/null |
+		while IFS= read -r line; do
+		line=${line%$'\r'}
+		case "$line" in
+		"twostep-step: "*) ts_say "  guest: ${line#twostep-step: }" ;;
+		"twostep-check: FAIL "*) ts_say "    FAIL ${line#twostep-check: FAIL }" ;;
+		esac
+	done
+}
+
+# Name of a kernel release in verdicts and logs: 6.1, 6.12, 7.3.
+ts_kernel_name() {
+	sed 's/^\([0-9]*\.[0-9]*\).*/\1/' <<<"$1"
+}
+
+# One boot of the flow (see ts_image_boot), booted again once when the
+# kernel dies before the guest's init ran (a TCG flake, see ts_boot); with
+# TS_FOLLOW=1 the guest's steps are shown as they come.
+ts_dkms_boot() {
+	local name=$4 rc=0 try
+	rm -f "$TS_RESULTS/$name.retried" "$TS_RESULTS/$name.boot1.log"
+	for try in 1 2; do
+		rc=0
+		# a fresh log, or the follower would show the last run's first
+		: >"$TS_RESULTS/$name.log"
+		if [ "${TS_FOLLOW:-0}" = 1 ]; then
+			ts_image_boot "$@" &
+			local pid=$!
+			ts_dkms_follow "$name" "$pid"
+			wait "$pid" || rc=$?
+		else
+			ts_image_boot "$@" || rc=$?
+		fi
+		[ "$try" = 1 ] || break
+		if ! grep -aq 'twostep-guest: kernel ' "$TS_RESULTS/$name.log" &&
+			grep -aqE 'Oops|Kernel panic' "$TS_RESULTS/$name.log"; then
+			grep -aE -m 1 'Oops|Kernel panic' "$TS_RESULTS/$name.log" |
+				tr -d '\r' >"$TS_RESULTS/$name.retried"
+			mv "$TS_RESULTS/$name.log" "$TS_RESULTS/$name.boot1.log"
+			[ "${TS_FOLLOW:-0}" = 1 ] &&
+				ts_say "  the kernel died before the guest's init ran; booting again"
+			continue
+		fi
+		break
+	done
+	return "$rc"
+}
+
+# The two boots of the flow in the image of ts_image_build, given the
+# package (the guest archive is made here). Writes $TS_RESULTS/$TS_FLOW.boots:
+# one line "name phase qemu-status" per boot.
+ts_dkms_boots() {
+	local deb=$1 name1 name2 new rc=0 kdir=$TS_RESULTS/$TS_FLOW-kernel
+	local boots=$TS_RESULTS/$TS_FLOW.boots
+	: >"$boots"
+	ts_image_guest_tar "$deb"
+	name1=$TS_FLOW@$(ts_kernel_name "$(cat "$TS_IMAGE/kernel-release")")
+	[ "${TS_FOLLOW:-0}" = 1 ] &&
+		ts_say "boot 1: $(cat "$TS_IMAGE/kernel-release") (Intel vIOMMU, edu, $(ts_accel))"
+	ts_dkms_boot "$TS_IMAGE/vmlinuz" "$TS_IMAGE/initrd.img" 1 "$name1" || rc=$?
+	echo "$name1 1 $rc" >>"$boots"
+	rm -rf "$kdir"
+	mkdir -p "$kdir"
+	tar -C "$kdir" -xf "$TS_RESULTS/$TS_FLOW-out.tar" 2>/dev/null || true
+	new=$(cat "$kdir/kernel-release" 2>/dev/null || true)
+	if [ -z "$new" ] || [ ! -s "$kdir/vmlinuz" ] || [ ! -s "$kdir/initrd.img" ]; then
+		# no new kernel to boot: boot 2's checks count as missing (and
+		# no console of an earlier run is read for them)
+		name2=$TS_FLOW@$(ts_kernel_name "$(cat "$TS_IMAGE/upgrade-release")")
+		rm -f "$TS_RESULTS/$name2.log"
+		echo "$name2 2 none" >>"$boots"
+		return 0
+	fi
+	name2=$TS_FLOW@$(ts_kernel_name "$new")
+	[ "${TS_FOLLOW:-0}" = 1 ] && ts_say "boot 2: $new, the upgrade kernel"
+	rc=0
+	ts_dkms_boot "$kdir/vmlinuz" "$kdir/initrd.img" "2 twostep_krel=$new" "$name2" ||
+		rc=$?
+	echo "$name2 2 $rc" >>"$boots"
 }

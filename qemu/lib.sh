@@ -19,6 +19,9 @@ TS_KTAP_PREFIX='twostep-ktap: '
 TS_ODP_OPS_DEFAULT=20000
 
 ts_log() { printf '%s\n' "$*" >&2; }
+# One line of the main job's story, with the time since TS_T0.
+TS_T0=${TS_T0:-0}
+ts_say() { printf '[%4d s] %s\n' $((SECONDS - TS_T0)) "$*"; }
 ts_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # Install whatever Debian packages are missing (idempotent).
@@ -404,7 +407,7 @@ ts_boot_once() {
 ts_parse() {
 	local cfg=$1 rc=$2 log=$TS_RESULTS/$1.log
 	local dmar=0 sums="" trace="" example=0
-	[ "$cfg" = dkms ] && dmar=1
+	case "$cfg" in dkms*) dmar=1 ;; esac
 	ts_config "$cfg" 2>/dev/null && dmar=$TS_DMAR sums=$TS_SUMMARIES \
 		example=$TS_EXAMPLE
 	[ "${TS_ODP_TRACE:-0}" = 1 ] && trace=$TS_RESULTS/$cfg.trace

@@ -7,11 +7,12 @@
 # QEMU once per configuration of TS_CONFIGS_ALL (lib.sh) with the KTAP
 # self-test and the example's cases in each, the fidelity cases against the
 # native dma_iova_* on 7.3; make bench's own pipeline, small, with its CSV,
-# Markdown and plots checked (bench-smoke); then the DKMS flow in a Debian
-# VM image (the main job's path). Sums everything into one line.
+# Markdown and plots checked (bench-smoke); then the main job's flow, the
+# twostep-dkms package with a kernel upgrade in a Debian 12 and a Debian 13
+# VM image (dkms, dkms13). Sums everything into one line.
 #
 #   qemu/run-tests.sh [config...]
-#     (default: static, every configuration, bench-smoke, dkms)
+#     (default: static, every configuration, bench-smoke, dkms, dkms13)
 #
 # Environment: TWOSTEP_KVM=1 uses KVM when /dev/kvm works (default TCG);
 # TWOSTEP_CASES=a,b runs only those cases; TS_RESULTS sets the results dir.
@@ -21,14 +22,16 @@ set -euo pipefail
 . "$(dirname "$0")/bench-lib.sh"
 . "$(dirname "$0")/static.sh"
 
-configs=${*:-static $TS_CONFIGS_ALL bench-smoke dkms}
-quick=() dkms=0 static=0 bench=0 kernels=""
+configs=${*:-static $TS_CONFIGS_ALL bench-smoke dkms dkms13}
+quick=() flows=() static=0 bench=0 kernels=""
 need_kernel() {
 	case " $kernels " in *" $1 "*) ;; *) kernels="$kernels $1" ;; esac
 }
 for c in $configs; do
 	if [ "$c" = dkms ]; then
-		dkms=1
+		flows+=(12)
+	elif [ "$c" = dkms13 ]; then
+		flows+=(13)
 	elif [ "$c" = static ]; then
 		static=1
 	elif [ "$c" = bench-smoke ]; then
@@ -38,7 +41,7 @@ for c in $configs; do
 		need_kernel 6.1
 	else
 		ts_config "$c" ||
-			ts_die "unknown configuration '$c' (have: static $TS_CONFIGS_ALL bench-smoke dkms)"
+			ts_die "unknown configuration '$c' (have: static $TS_CONFIGS_ALL bench-smoke dkms dkms13)"
 		quick+=("$c")
 		need_kernel "$TS_KERNEL_NAME"
 	fi
@@ -159,15 +162,36 @@ if [ ${#boots[@]} -gt 0 ]; then
 	done
 fi
 
-if [ "$dkms" = 1 ]; then
-	ts_image_build
-	ts_log "DKMS flow: booting the VM image under $(ts_accel)"
-	rc=0
-	ts_image_boot || rc=$?
-	report dkms "$rc"
-	out=$(ts_dkms_missing)
-	printf '%s\n' "$out" | sed '$d'
-	failed=$((failed + $(printf '%s\n' "$out" | tail -n 1)))
+if [ ${#flows[@]} -gt 0 ]; then
+	# the package once, each image (built when its inputs changed), then
+	# the flows side by side, each two boots of a guest (2 vCPUs)
+	ts_log "building the twostep-dkms package (log: $TS_RESULTS/deb.log)"
+	deb=$("$TS_ROOT/qemu/deb.sh" 2>"$TS_RESULTS/deb.log") ||
+		{ tail -n 30 "$TS_RESULTS/deb.log" >&2; ts_die "make deb failed"; }
+	declare -A image
+	for d in "${flows[@]}"; do
+		ts_image_select "$d"
+		ts_image_build
+		image[$d]=$TS_IMAGE
+	done
+	ts_log "DKMS flows: Debian ${flows[*]} under $(ts_accel)"
+	for d in "${flows[@]}"; do
+		( ts_image_select "$d"; TS_IMAGE=${image[$d]}; ts_dkms_boots "$deb" ) &
+	done
+	wait
+	for d in "${flows[@]}"; do
+		ts_image_select "$d"
+		while read -r name ph rc; do
+			if [ "$rc" = none ]; then
+				echo "== $name: not booted, boot 1 handed out no new kernel"
+			else
+				report "$name" "$rc"
+			fi
+			out=$(ts_dkms_missing "$name" "$ph")
+			printf '%s\n' "$out" | sed '$d'
+			add "$name" 0 "$(printf '%s\n' "$out" | tail -n 1)" 0
+		done <"$TS_RESULTS/$TS_FLOW.boots"
+	done
 fi
 
 # kernel x platform: passed/failed/skipped
@@ -181,7 +205,9 @@ done
 plats=$(tr ' ' '\n' <<<"$plats" | sed '/^$/d' | sort)
 for plat in $plats; do printf ' %-13s' "$plat"; done
 echo
-for k in 6.1 6.12 7.3; do
+rows=$( { echo 6.1; echo 6.12; for key in "${!cell[@]}"; do
+	case "$key" in *@*) echo "${key#*@}" ;; esac; done; } | sort -u -V)
+for k in $rows; do
 	printf '  %-12s' "$k"
 	for plat in $plats; do
 		v=${cell[$plat@$k]:-}
