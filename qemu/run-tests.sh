@@ -118,6 +118,37 @@ bench_report() {
 	echo "   bench-checks: ${cell[bench-checks]} (passed/failed/skipped)"
 }
 
+# The main job's flows start first, beside everything else: each is two
+# boots of a Debian guest, the longest jobs of the suite by far.
+flowpid=()
+if [ ${#flows[@]} -gt 0 ]; then
+	# the package once, each image (built when its inputs changed)
+	ts_log "building the twostep-dkms package (log: $TS_RESULTS/deb.log)"
+	deb=$("$TS_ROOT/qemu/deb.sh" 2>"$TS_RESULTS/deb.log") ||
+		{ tail -n 30 "$TS_RESULTS/deb.log" >&2; ts_die "make deb failed"; }
+	declare -A image
+	for d in "${flows[@]}"; do
+		ts_image_select "$d"
+		ts_image_build
+		image[$d]=$TS_IMAGE
+	done
+	ts_log "DKMS flows: Debian ${flows[*]} under $(ts_accel), in the background"
+	for d in "${flows[@]}"; do
+		( ts_image_select "$d"; TS_IMAGE=${image[$d]}
+		ts_dkms_boots "$deb" >"$TS_RESULTS/$TS_FLOW.out" 2>&1 ) &
+		flowpid+=($!)
+	done
+fi
+
+# Jobs of the boot pool still running (the flows are not counted).
+pool_running() {
+	local p n=0
+	for p in $(jobs -rp); do
+		case " ${flowpid[*]} " in *" $p "*) ;; *) n=$((n + 1)) ;; esac
+	done
+	echo "$n"
+}
+
 for k in $kernels; do
 	TS_KREL=$(ts_kernel_for "$k")
 	if [ "$static" = 1 ] && [ "$k" != 7.3 ]; then
@@ -135,7 +166,7 @@ if [ ${#boots[@]} -gt 0 ]; then
 	# Two at a time (the machine has 2 cores), reported in order.
 	declare -A pid
 	for c in "${boots[@]}"; do
-		while [ "$(jobs -rp | wc -l)" -ge "${TS_PARALLEL:-2}" ]; do
+		while [ "$(pool_running)" -ge "${TS_PARALLEL:-2}" ]; do
 			wait -n || true
 		done
 		rm -f "$TS_RESULTS/$c.rc"
@@ -163,22 +194,7 @@ if [ ${#boots[@]} -gt 0 ]; then
 fi
 
 if [ ${#flows[@]} -gt 0 ]; then
-	# the package once, each image (built when its inputs changed), then
-	# the flows side by side, each two boots of a guest (2 vCPUs)
-	ts_log "building the twostep-dkms package (log: $TS_RESULTS/deb.log)"
-	deb=$("$TS_ROOT/qemu/deb.sh" 2>"$TS_RESULTS/deb.log") ||
-		{ tail -n 30 "$TS_RESULTS/deb.log" >&2; ts_die "make deb failed"; }
-	declare -A image
-	for d in "${flows[@]}"; do
-		ts_image_select "$d"
-		ts_image_build
-		image[$d]=$TS_IMAGE
-	done
-	ts_log "DKMS flows: Debian ${flows[*]} under $(ts_accel)"
-	for d in "${flows[@]}"; do
-		( ts_image_select "$d"; TS_IMAGE=${image[$d]}; ts_dkms_boots "$deb" ) &
-	done
-	wait
+	for p in "${flowpid[@]}"; do wait "$p" || true; done
 	for d in "${flows[@]}"; do
 		ts_image_select "$d"
 		while read -r name ph rc; do
