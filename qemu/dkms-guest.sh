@@ -115,14 +115,15 @@ case "$phase" in
 	[ "$rc" -eq 0 ] && check apt_purge ok || check apt_purge FAIL
 	# Nothing of ours for any kernel: no source, no DKMS tree, no module,
 	# no line in the module indexes, no headers, no package state; only
-	# the image's own init and initramfs setting, and the host's archive
-	# in /tmp.
+	# the image's own init, initramfs and dpkg settings, and the host's
+	# archive in /tmp.
 	{
 		ls -d /usr/src/twostep-* /var/lib/dkms/twostep \
 			/lib/modules/*/updates/dkms/twostep* 2>/dev/null
 		find / -xdev -path /tmp -prune -o -name '*twostep*' \
 			! -path /usr/local/sbin/twostep-init \
 			! -path /etc/initramfs-tools/conf.d/twostep-guest \
+			! -path /etc/dpkg/dpkg.cfg.d/twostep-guest \
 			-print 2>/dev/null
 		grep -l twostep /lib/modules/*/modules.* 2>/dev/null
 		dpkg -l twostep-dkms 2>/dev/null | grep '^[a-z][a-z] '

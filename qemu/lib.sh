@@ -392,6 +392,9 @@ ts_boot_once() {
 	accel=$(ts_accel)
 	[ "$accel" = tcg ] && [ -n "$TS_CFG_ICOUNT" ] &&
 		icount=(-icount "$TS_CFG_ICOUNT")
+	# in a subshell whose children's CPU time is QEMU's, kept in
+	# $TS_RESULTS/$cfg.cpu (see ts_cpu)
+	( rc=0
 	timeout --foreground -k 10 "$TS_BOOT_TIMEOUT" qemu-system-x86_64 \
 		-accel "$accel" -m 512 -smp "$TS_SMP" "${icount[@]}" \
 		-display none -monitor none -serial stdio -no-reboot \
@@ -399,7 +402,21 @@ ts_boot_once() {
 		-kernel "$vmlinuz" \
 		-initrd "$TS_RESULTS/$krel/initramfs.cpio.gz" \
 		-append "console=ttyS0 panic=-1 oops=panic $TS_APPEND ts_expect=$TS_EXPECT_API ts_cases=${TWOSTEP_CASES:-$TS_CASES_DEFAULT}" \
-		</dev/null >"$log" 2>"$TS_RESULTS/$cfg.qemu.log"
+		</dev/null >"$log" 2>"$TS_RESULTS/$cfg.qemu.log" || rc=$?
+	times >"$TS_RESULTS/$cfg.cpu"
+	exit "$rc" )
+}
+
+# Host CPU seconds (user + system) QEMU took for the guest of log $1.log,
+# from the "times" of its subshell ($1.cpu); "?" when not known.
+ts_cpu() {
+	awk 'NR == 2 { t = 0
+		for (i = 1; i <= 2; i++) {
+			split($i, a, "m"); sub(/s$/, "", a[2]); t += a[1] * 60 + a[2]
+		}
+		printf "%d\n", t; found = 1 }
+		END { if (!found) print "?" }' "$TS_RESULTS/$1.cpu" 2>/dev/null ||
+		echo "?"
 }
 
 # Read a console log: print the cases, check the run was whole and healthy.

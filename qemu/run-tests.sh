@@ -21,9 +21,10 @@ set -euo pipefail
 . "$(dirname "$0")/image.sh"
 . "$(dirname "$0")/bench-lib.sh"
 . "$(dirname "$0")/static.sh"
+. "$(dirname "$0")/debcheck.sh"
 
-configs=${*:-static $TS_CONFIGS_ALL bench-smoke dkms dkms13}
-quick=() flows=() static=0 bench=0 kernels=""
+configs=${*:-static $TS_CONFIGS_ALL bench-smoke dkms dkms13 debcheck}
+quick=() flows=() static=0 bench=0 debcheck=0 kernels=""
 need_kernel() {
 	case " $kernels " in *" $1 "*) ;; *) kernels="$kernels $1" ;; esac
 }
@@ -32,6 +33,8 @@ for c in $configs; do
 		flows+=(12)
 	elif [ "$c" = dkms13 ]; then
 		flows+=(13)
+	elif [ "$c" = debcheck ]; then
+		debcheck=1
 	elif [ "$c" = static ]; then
 		static=1
 	elif [ "$c" = bench-smoke ]; then
@@ -41,7 +44,7 @@ for c in $configs; do
 		need_kernel 6.1
 	else
 		ts_config "$c" ||
-			ts_die "unknown configuration '$c' (have: static $TS_CONFIGS_ALL bench-smoke dkms dkms13)"
+			ts_die "unknown configuration '$c' (have: static $TS_CONFIGS_ALL bench-smoke dkms dkms13 debcheck)"
 		quick+=("$c")
 		need_kernel "$TS_KERNEL_NAME"
 	fi
@@ -88,7 +91,7 @@ report() {
 	[ -s "$TS_RESULTS/$1.retried" ] &&
 		echo "   $1: the kernel died while booting, before twostep's init ran; booted again ($(cat "$TS_RESULTS/$1.retried"))"
 	tally "$1" "$(ts_parse "$1" "$2")"
-	echo "   $1: $TALLY"
+	echo "   $1: $TALLY (host CPU $(ts_cpu "$1") s)"
 }
 
 # The kernel of a bench-smoke tier: bench-smoke (7.3) or bench-smoke@K.
@@ -118,26 +121,33 @@ bench_report() {
 	echo "   bench-checks: ${cell[bench-checks]} (passed/failed/skipped)"
 }
 
-# The main job's flows start first, beside everything else: each is two
-# boots of a Debian guest, the longest jobs of the suite by far.
+# The main job's flows start first, beside everything else: each builds
+# its VM image unless cached, then boots it twice; the longest jobs of the
+# suite by far. Their output goes to $TS_RESULTS/<flow>.out.
 flowpid=()
-if [ ${#flows[@]} -gt 0 ]; then
-	# the package once, each image (built when its inputs changed)
+if [ ${#flows[@]} -gt 0 ] || [ "$debcheck" = 1 ]; then
 	ts_log "building the twostep-dkms package (log: $TS_RESULTS/deb.log)"
 	deb=$("$TS_ROOT/qemu/deb.sh" 2>"$TS_RESULTS/deb.log") ||
 		{ tail -n 30 "$TS_RESULTS/deb.log" >&2; ts_die "make deb failed"; }
-	declare -A image
+fi
+if [ ${#flows[@]} -gt 0 ]; then
+	# what ts_image_build needs, installed here, not by two at once
+	ts_need_packages mmdebstrap e2fsprogs qemu-utils
 	for d in "${flows[@]}"; do
 		ts_image_select "$d"
-		ts_image_build
-		image[$d]=$TS_IMAGE
-	done
-	ts_log "DKMS flows: Debian ${flows[*]} under $(ts_accel), in the background"
-	for d in "${flows[@]}"; do
-		( ts_image_select "$d"; TS_IMAGE=${image[$d]}
-		ts_dkms_boots "$deb" >"$TS_RESULTS/$TS_FLOW.out" 2>&1 ) &
+		rm -f "$TS_RESULTS/$TS_FLOW.boots"
+		ts_log "DKMS flow $TS_FLOW: the Debian $d image (built unless cached), then its two boots under $(ts_accel), in the background (log: $TS_RESULTS/$TS_FLOW.out)"
+		( ts_image_build && ts_dkms_boots "$deb" ) \
+			>"$TS_RESULTS/$TS_FLOW.out" 2>&1 &
 		flowpid+=($!)
 	done
+	# an early exit takes the flows and their guests with it
+	kill_tree() {
+		local c
+		for c in $(ps -o pid= --ppid "$1"); do kill_tree "$c"; done
+		kill "$1" 2>/dev/null || true
+	}
+	trap 'for p in "${flowpid[@]}"; do kill_tree "$p"; done' EXIT
 fi
 
 # Jobs of the boot pool still running (the flows are not counted).
@@ -148,6 +158,12 @@ pool_running() {
 	done
 	echo "$n"
 }
+
+if [ "$debcheck" = 1 ]; then
+	echo "== debcheck: twostep-dkms installed and purged in a Debian 12 chroot with two kernels' headers (log: $TS_RESULTS/debcheck.log)"
+	tally debcheck "$(ts_debcheck "$deb")"
+	echo "   debcheck: $TALLY"
+fi
 
 for k in $kernels; do
 	TS_KREL=$(ts_kernel_for "$k")
@@ -195,8 +211,15 @@ fi
 
 if [ ${#flows[@]} -gt 0 ]; then
 	for p in "${flowpid[@]}"; do wait "$p" || true; done
+	trap - EXIT
 	for d in "${flows[@]}"; do
 		ts_image_select "$d"
+		if [ ! -s "$TS_RESULTS/$TS_FLOW.boots" ]; then
+			echo "== $TS_FLOW: no boot ran; the end of $TS_RESULTS/$TS_FLOW.out:"
+			tail -n 20 "$TS_RESULTS/$TS_FLOW.out" | sed 's/^/   | /'
+			add "$TS_FLOW" 0 1 0
+			continue
+		fi
 		while read -r name ph rc; do
 			if [ "$rc" = none ]; then
 				echo "== $name: not booted, boot 1 handed out no new kernel"

@@ -114,7 +114,7 @@ while read -r name ph rc; do
 	f=$((f + $(printf '%s\n' "$miss" | tail -n 1)))
 	[ -s "$TS_RESULTS/$name.retried" ] &&
 		echo "  $name: the kernel died while booting, before the guest's init ran; booted again ($(cat "$TS_RESULTS/$name.retried"))"
-	echo "  $name: $p passed, $f failed, $s skipped (console: $TS_RESULTS/$name.log, QEMU status $rc)"
+	echo "  $name: $p passed, $f failed, $s skipped (console: $TS_RESULTS/$name.log, QEMU status $rc, host CPU $(ts_cpu "$name") s)"
 	if [ "$f" -gt 0 ] && [ "$rc" != none ]; then
 		echo "  $name: what the guest ran, its end:"
 		ts_dkms_transcript "$name" | tail -n 30 | sed 's/^/    /'
