@@ -56,7 +56,15 @@ ts_debcheck() {
 	ts_chroot "$root" sh -c '
 		export DEBIAN_FRONTEND=noninteractive
 		check() { echo "twostep-check: $2 $1"; }
-		kernels=$(ls /lib/modules)
+		# the kernel the machine runs, as installed without its
+		# headers: dh-dkms then builds for it and the newest kernel
+		# only (in a chroot without it, for all), and the package'"'"'s
+		# postinst has to build for the other one
+		running=$(uname -r) made=
+		[ -d "/lib/modules/$running" ] ||
+			{ mkdir "/lib/modules/$running"; made=1; }
+		kernels=$(for b in /lib/modules/*/build; do
+			[ -d "$b" ] && basename "${b%/build}"; done)
 		deb=$(ls /tmp/twostep-dkms_*_all.deb)
 		ver=$(dpkg-deb -f "$deb" Version)
 		echo "kernels with headers: $(echo $kernels)"
@@ -75,6 +83,7 @@ ts_debcheck() {
 		done
 		apt-get purge -y twostep-dkms && check apt_purge ok ||
 			check apt_purge FAIL
+		[ -z "$made" ] || rmdir "/lib/modules/$running"
 		left=$( { ls -d /usr/src/twostep-* /var/lib/dkms/twostep \
 				/lib/modules/*/updates/dkms/twostep* 2>/dev/null
 			find / -xdev -path /tmp -prune -o -path /proc -prune -o \

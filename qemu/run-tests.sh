@@ -133,6 +133,9 @@ fi
 if [ ${#flows[@]} -gt 0 ]; then
 	# what ts_image_build needs, installed here, not by two at once
 	ts_need_packages mmdebstrap e2fsprogs qemu-utils
+	# one vCPU each: beside the other guests on a 2-core host, a second
+	# vCPU costs more host CPU than it saves (figures in the README)
+	export TS_DKMS_SMP=${TS_DKMS_SMP:-1}
 	for d in "${flows[@]}"; do
 		ts_image_select "$d"
 		rm -f "$TS_RESULTS/$TS_FLOW.boots"
