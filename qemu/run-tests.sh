@@ -7,12 +7,15 @@
 # QEMU once per configuration of TS_CONFIGS_ALL (lib.sh) with the KTAP
 # self-test and the example's cases in each, the fidelity cases against the
 # native dma_iova_* on 7.3; make bench's own pipeline, small, with its CSV,
-# Markdown and plots checked (bench-smoke); then the main job's flow, the
-# twostep-dkms package with a kernel upgrade in a Debian 12 and a Debian 13
-# VM image (dkms, dkms13). Sums everything into one line.
+# Markdown and plots checked (bench-smoke). Beside all of it from the start,
+# the main job's flow: the twostep-dkms package with a kernel upgrade in a
+# Debian 12 and a Debian 13 VM image (dkms, dkms13); and the package
+# installed and purged in a chroot with two kernels' headers (debcheck).
+# Sums everything into one line.
 #
 #   qemu/run-tests.sh [config...]
-#     (default: static, every configuration, bench-smoke, dkms, dkms13)
+#     (default: static, every configuration, bench-smoke, dkms, dkms13,
+#     debcheck)
 #
 # Environment: TWOSTEP_KVM=1 uses KVM when /dev/kvm works (default TCG);
 # TWOSTEP_CASES=a,b runs only those cases; TS_RESULTS sets the results dir.
