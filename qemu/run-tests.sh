@@ -166,6 +166,26 @@ pool_running() {
 }
 
 if [ "$debcheck" = 1 ]; then
+	# the main job's own options (its flows run above as dkms, dkms13)
+	echo "== run.sh options: --help lists them, an unknown one is refused"
+	out=$("$TS_ROOT/qemu/run.sh" --help 2>&1) && rc=0 || rc=$?
+	p=0 f=0
+	for o in --debian --help; do
+		if [ "$rc" = 0 ] && grep -q -- "$o" <<<"$out"; then
+			p=$((p + 1)); echo "  run.sh    ok   help_lists_$o"
+		else
+			f=$((f + 1)); echo "  run.sh    FAIL help_lists_$o (exit $rc)"
+		fi
+	done
+	rc=0
+	"$TS_ROOT/qemu/run.sh" --debian 11 >/dev/null 2>&1 || rc=$?
+	"$TS_ROOT/qemu/run.sh" --no-such-option >/dev/null 2>&1 && rc2=0 || rc2=$?
+	if [ "$rc" != 0 ] && [ "$rc2" = 2 ]; then
+		p=$((p + 1)); echo "  run.sh    ok   bad_options_refused"
+	else
+		f=$((f + 1)); echo "  run.sh    FAIL bad_options_refused (exit $rc, $rc2)"
+	fi
+	add run.sh "$p" "$f" 0
 	echo "== debcheck: twostep-dkms installed and purged in a Debian 12 chroot with two kernels' headers (log: $TS_RESULTS/debcheck.log)"
 	tally debcheck "$(ts_debcheck "$deb")"
 	echo "   debcheck: $TALLY"
