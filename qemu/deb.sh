@@ -6,13 +6,16 @@
 # place the version lives; then lintian. Prints the package's path last.
 #
 #   qemu/deb.sh        (or: make deb)
+#
+# TS_DEB_DIR puts it in another folder (default results/deb; the suite
+# gives each run of the main job its own).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 ts_need_packages debhelper dh-dkms lintian dpkg-dev
 ver=$(sed -n 's/^PACKAGE_VERSION="\([^"]*\)"/\1/p' "$TS_ROOT/dkms.conf")
 [ -n "$ver" ] || ts_die "no PACKAGE_VERSION in dkms.conf"
-out=$TS_RESULTS/deb
+out=${TS_DEB_DIR:-$TS_RESULTS/deb}
 stage=$out/twostep-$ver
 rm -rf "$out"
 mkdir -p "$stage"

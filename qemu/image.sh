@@ -8,6 +8,9 @@
 # need), downloaded on the host while the image is built and handed to the
 # offline guest. Sourced after lib.sh.
 
+# What the main job (run.sh) needs on the host.
+TS_MAIN_PACKAGES="qemu-system-x86 qemu-utils kmod mmdebstrap e2fsprogs debhelper dh-dkms lintian dpkg-dev"
+
 TS_IMAGE_PACKAGES="linux-image-amd64,linux-headers-amd64,gcc,make,libc6-dev,dkms,kmod,initramfs-tools,mount"
 TS_IMAGE_SIZE=6G
 

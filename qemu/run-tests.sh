@@ -128,23 +128,29 @@ bench_report() {
 # its VM image unless cached, then boots it twice; the longest jobs of the
 # suite by far. Their output goes to $TS_RESULTS/<flow>.out.
 flowpid=()
-if [ ${#flows[@]} -gt 0 ] || [ "$debcheck" = 1 ]; then
+if [ "$debcheck" = 1 ]; then
 	ts_log "building the twostep-dkms package (log: $TS_RESULTS/deb.log)"
 	deb=$("$TS_ROOT/qemu/deb.sh" 2>"$TS_RESULTS/deb.log") ||
 		{ tail -n 30 "$TS_RESULTS/deb.log" >&2; ts_die "make deb failed"; }
 fi
 if [ ${#flows[@]} -gt 0 ]; then
-	# what ts_image_build needs, installed here, not by two at once
-	ts_need_packages mmdebstrap e2fsprogs qemu-utils
+	# what run.sh needs, installed here, not by two at once
+	# shellcheck disable=SC2086 # a list of packages
+	ts_need_packages $TS_MAIN_PACKAGES
 	# one vCPU each: beside the other guests on a 2-core host, a second
 	# vCPU costs more host CPU than it saves (figures in the README)
 	export TS_DKMS_SMP=${TS_DKMS_SMP:-1}
+	# the README's main job itself, each with a package folder of its
+	# own (two make deb at once would share results/deb)
 	for d in "${flows[@]}"; do
 		ts_image_select "$d"
-		rm -f "$TS_RESULTS/$TS_FLOW.boots"
-		ts_log "DKMS flow $TS_FLOW: the Debian $d image (built unless cached), then its two boots under $(ts_accel), in the background (log: $TS_RESULTS/$TS_FLOW.out)"
-		( ts_image_build && ts_dkms_boots "$deb" ) \
-			>"$TS_RESULTS/$TS_FLOW.out" 2>&1 &
+		rm -f "$TS_RESULTS/$TS_FLOW.boots" "$TS_RESULTS/$TS_FLOW.rc"
+		ts_log "main job $TS_FLOW: ./qemu/run.sh --debian $d (its package, the image unless cached, two boots under $(ts_accel)) in the background (its output: $TS_RESULTS/$TS_FLOW.out)"
+		( rc=0
+		TS_DEB_DIR=$TS_RESULTS/deb-$TS_FLOW \
+			"$TS_ROOT/qemu/run.sh" --debian "$d" \
+			>"$TS_RESULTS/$TS_FLOW.out" 2>&1 || rc=$?
+		echo "$rc" >"$TS_RESULTS/$TS_FLOW.rc" ) &
 		flowpid+=($!)
 	done
 	# an early exit takes the flows and their guests with it
@@ -155,6 +161,27 @@ if [ ${#flows[@]} -gt 0 ]; then
 	}
 	trap 'for p in "${flowpid[@]}"; do kill_tree "$p"; done' EXIT
 fi
+
+# What ./qemu/run.sh --debian $1 told its user: its story, and whether its
+# closing line and exit status say what the suite counted for its boots
+# ($2 passed, $3 failed, $4 skipped).
+flow_verdict() {
+	local want="$2 passed, $3 failed, $4 skipped" got rc pass=no said=no
+	rc=$(cat "$TS_RESULTS/$TS_FLOW.rc" 2>/dev/null || echo 255)
+	got=$(tail -n 1 "$TS_RESULTS/$TS_FLOW.out")
+	[ "$3" = 0 ] && [ "$2" -gt 0 ] && pass=yes
+	[ "$rc" = 0 ] && said=yes
+	echo "== ./qemu/run.sh --debian $1 (exit $rc, output: $TS_RESULTS/$TS_FLOW.out)"
+	grep -E '^\[ *[0-9]+ s\] |^main job time: ' "$TS_RESULTS/$TS_FLOW.out" |
+		sed 's/^/   /' || true
+	if [ "$got" = "$want" ] && [ "$pass" = "$said" ]; then
+		echo "  run.sh    ok   verdict_as_counted_$TS_FLOW ($got, exit $rc)"
+		add run.sh 1 0 0
+	else
+		echo "  run.sh    FAIL verdict_as_counted_$TS_FLOW (said '$got', exit $rc; counted '$want')"
+		add run.sh 0 1 0
+	fi
+}
 
 # Jobs of the boot pool still running (the flows are not counted).
 pool_running() {
@@ -246,6 +273,7 @@ if [ ${#flows[@]} -gt 0 ]; then
 			add "$TS_FLOW" 0 1 0
 			continue
 		fi
+		p0=$passed f0=$failed s0=$skipped
 		while read -r name ph rc; do
 			if [ "$rc" = none ]; then
 				echo "== $name: not booted, boot 1 handed out no new kernel"
@@ -256,6 +284,8 @@ if [ ${#flows[@]} -gt 0 ]; then
 			printf '%s\n' "$out" | sed '$d'
 			add "$name" 0 "$(printf '%s\n' "$out" | tail -n 1)" 0
 		done <"$TS_RESULTS/$TS_FLOW.boots"
+		flow_verdict "$d" "$((passed - p0))" "$((failed - f0))" \
+			"$((skipped - s0))"
 	done
 fi
 

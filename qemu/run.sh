@@ -69,8 +69,8 @@ phase() {
 	TS_PHASE_TIME=$((SECONDS - t))
 }
 
-phase "host packages" ts_need_packages qemu-system-x86 qemu-utils kmod \
-	mmdebstrap e2fsprogs debhelper dh-dkms lintian dpkg-dev
+# shellcheck disable=SC2086 # a list of packages
+phase "host packages" ts_need_packages $TS_MAIN_PACKAGES
 if grep -q '^installing: ' "$hostlog"; then
 	ts_say "host packages: installed $(sed -n 's/^installing: //p' "$hostlog" | tr '\n' ' ')($TS_PHASE_TIME s)"
 else
