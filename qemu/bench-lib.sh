@@ -98,7 +98,7 @@ ts_bench_rows() {
 				fig[key, "unmap_min"], fig[key, "unmap_max"],
 				mr, ur, im, iu
 		}
-	}' "$TS_RESULTS/$cfg.trace" "$TS_RESULTS/$cfg.log"
+	}' "$TS_RESULTS/$cfg.trace" <(ts_console "$TS_RESULTS/$cfg.log")
 }
 
 # Markdown table of a CSV file.

@@ -218,6 +218,11 @@ if [ "$debcheck" = 1 ]; then
 	echo "   debcheck: $TALLY"
 fi
 
+if [ "$static" = 1 ]; then
+	echo "== harness: how it reads a guest's console"
+	tally harness "$(ts_harness_checks)"
+fi
+
 for k in $kernels; do
 	TS_KREL=$(ts_kernel_for "$k")
 	if [ "$static" = 1 ] && [ "$k" != 7.3 ]; then

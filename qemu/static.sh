@@ -123,3 +123,45 @@ EOF
 	rm -rf "$work"
 	echo "$pass $fail"
 }
+
+# The harness's own reading of a guest console, on a made-up 7.x console
+# log whose records were cut and replayed in each way seen there (a cut in
+# the name, before the KTAP prefix, a whole line printed again, the replay
+# note in mid-line): every case read once, by its whole name. Prints check
+# lines and "passed failed".
+ts_harness_checks() {
+	local dir out want got
+	dir=$(mktemp -d)
+	printf '%s\r\n' \
+		'twostep-harness: begin' \
+		'[    1.0] twostep_selftest: twostep-ktap: KTAP version 1' \
+		'[    1.0] twostep_selftest: twostep-ktap: 1..5' \
+		'[    1.1] twostep_selftest: twostep-ktap: ok 1 whole' \
+		'[    1.2] twostep_selftest: twostep-ktap: ok 2 cut_in_the_na' \
+		'** replaying previous printk message **' \
+		'[    1.2] twostep_selftest: twostep-ktap: ok 2 cut_in_the_name' \
+		'[    1.3] twostep_se' \
+		'** replaying previous printk message **' \
+		'[    1.3] twostep_selftest: twostep-ktap: ok 3 cut_before_the_prefix' \
+		'[    1.4] twostep_selftest: twostep-ktap: ok 4 printed_again' \
+		'** replaying previous printk message **' \
+		'[    1.4] twostep_selftest: twostep-ktap: ok 4 printed_again' \
+		'[    1.5] twostep_selftest: twostep-ktap: ok 5 cut_** replaying previous printk message **' \
+		'[    1.5] twostep_selftest: twostep-ktap: ok 5 cut_before_the_note' \
+		'twostep-harness: selftest rc=0' \
+		'twostep-harness: end' >"$dir/none.log"
+	: >"$dir/none.qemu.log"
+	out=$(TS_RESULTS=$dir TWOSTEP_CASES=any ts_parse none 0)
+	rm -rf "$dir"
+	want="whole cut_in_the_name cut_before_the_prefix printed_again cut_before_the_note 5 0 0"
+	got=$(printf '%s\n' "$out" | awk '/ ok   / { printf "%s ", $3 }'
+		printf '%s\n' "$out" | tail -n 1)
+	if [ "$got" = "$want" ]; then
+		printf '  %-9s ok   %s\n' harness console_replay_read_once
+		echo "1 0"
+	else
+		printf '  %-9s FAIL %s: read %s\n' harness \
+			console_replay_read_once "$got"
+		echo "0 1"
+	fi
+}
