@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # The test suite: install what is missing; static analysis of the sources
-# (W=1, sparse, checkpatch --strict, kernel-doc); build both modules and the
+# (W=1, sparse, checkpatch --strict, kernel-doc) and a check of how the
+# harness reads a guest's console (harness); build both modules and the
 # example driver against Debian's kernel headers (Debian 13 backports' 7.3
 # inside a cached Debian 13 chroot) and boot Debian's matching kernel in
 # QEMU once per configuration of TS_CONFIGS_ALL (lib.sh) with the KTAP

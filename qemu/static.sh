@@ -4,7 +4,8 @@
 # built for: a W=1 build with no warnings, sparse (C=2) silent,
 # checkpatch.pl --strict clean on every source file (taken from Debian's
 # linux-source package into the cache), kernel-doc silent on the public
-# header. Sourced after lib.sh; prints check lines and "passed failed".
+# header; and the harness's own console reader (ts_harness_checks). Sourced
+# after lib.sh; each prints check lines and "passed failed".
 
 TS_SOURCES="include/*.h src/*.c src/*.h selftest/*.c selftest/*.h example/edu_request.c"
 
