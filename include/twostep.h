@@ -65,6 +65,8 @@ struct twostep_iova_state {
 #define TWOSTEP_IOVA_SIZE_RESERVED	BIT_ULL(63)
 /* The bits of &twostep_iova_state.__size that hold the size. */
 #define TWOSTEP_IOVA_SIZE_MASK		GENMASK_ULL(47, 0)
+/* The largest range twostep_iova_try_alloc() serves: 64 GiB. */
+#define TWOSTEP_IOVA_MAX_SIZE		BIT_ULL(36)
 
 /**
  * twostep_use_iova - does this state hold a two-step IOVA range?

@@ -1130,6 +1130,7 @@ static const unsigned int ts_final_ncases = ARRAY_SIZE(ts_final_cases);
 static const struct ts_group ts_groups[] = {
 	{ ts_cases, &ts_ncases },
 	{ ts_robust_cases, &ts_robust_ncases },
+	{ ts_safety_cases, &ts_safety_ncases },
 	{ ts_device_cases, &ts_device_ncases },
 	{ ts_fidelity_cases, &ts_fidelity_ncases },
 	{ ts_odp_cases, &ts_odp_ncases },

@@ -567,9 +567,74 @@ out_put:
 }
 
 /*
- * Unlink of half a link (the second page of one two-page link). Upstream
- * unmaps whatever the IOMMU page table holds there; twostep refuses a
- * range that is not made of whole links and leaves the link mapped.
+ * Unlink over a hole: four links, page 1 unlinked, then the whole range.
+ * twostep unmaps every linked page the range covers; which pages upstream
+ * leaves depends on how its unmap meets the hole.
+ */
+static int fid_unlink_hole(struct ts *t, const struct fid_backend *b,
+			   char *out)
+{
+	struct ts_pages p;
+	union fid_state s;
+	unsigned int i;
+	char map[5];
+	int ret;
+
+	ret = ts_pages_get(t, &p, 4);
+	if (ret)
+		return ret;
+	if (!fid_link_four(t, b, &p, &s, out))
+		goto out_put;
+	b->unlink(t, &s, PAGE_SIZE, PAGE_SIZE, DMA_BIDIRECTIONAL);
+	fid_warn_begin(b);
+	b->unlink(t, &s, 0, 4 * PAGE_SIZE, DMA_BIDIRECTIONAL);
+	fid_warn_end(b);
+	for (i = 0; i < 4; i++) {
+		map[i] = fid_mapped(t, b->addr(&s) + i * PAGE_SIZE,
+				    page_to_phys(p.pg[i])) ? '1' : '0';
+		if (map[i] == '1')
+			b->unlink(t, &s, i * PAGE_SIZE, PAGE_SIZE,
+				  DMA_BIDIRECTIONAL);
+	}
+	map[4] = '\0';
+	b->free(t, &s);
+	snprintf(out, FID_OUT, "translating=%s", map);
+out_put:
+	ts_pages_put(&p);
+	return 0;
+}
+
+/* Ranges of three pages are aligned to four: none crosses 64 KiB. */
+static int fid_alloc_aligned(struct ts *t, const struct fid_backend *b,
+			     char *out)
+{
+	unsigned int n, crossing = 0, misaligned = 0;
+	union fid_state *s;
+	dma_addr_t a;
+
+	s = kcalloc(FID_RANGES, sizeof(*s), GFP_KERNEL);
+	if (!s)
+		return -ENOMEM;
+	for (n = 0; n < FID_RANGES; n++) {
+		if (!b->try_alloc(t, &s[n], 0, 3 * PAGE_SIZE))
+			break;
+		a = b->addr(&s[n]);
+		crossing += (a >> 16) != ((a + 3 * PAGE_SIZE - 1) >> 16);
+		misaligned += !IS_ALIGNED(a, 4 * PAGE_SIZE);
+	}
+	while (n--)
+		b->free(t, &s[n]);
+	kfree(s);
+	snprintf(out, FID_OUT, "crossing_64k=%u misaligned=%u", crossing,
+		 misaligned);
+	return 0;
+}
+
+/*
+ * Unlink of half a link (the second page of one two-page link). Both
+ * unmap it where the IOMMU maps the link with 4 KiB pages; where it uses
+ * one 8 KiB page, upstream cannot split it, while twostep maps the first
+ * half again.
  */
 static int fid_unlink_partial(struct ts *t, const struct fid_backend *b,
 			      char *out)
@@ -764,10 +829,14 @@ const struct ts_case ts_fidelity_cases[] = {
 	FID("unlink_spans_links", fid_unlink_span, "translating=1000", NULL,
 	    NULL),
 	FID("unlink_part_of_link", fid_unlink_partial,
-	    "second_page=unmapped", "second_page=translating",
-	    "twostep refuses an unlink that is not made of whole links (logged, counted) and leaves them mapped",
+	    "second_page=unmapped", "second_page=unmapped",
+	    "on an IOMMU with 8 KiB pages upstream WARNs and unmaps nothing; twostep splits the page and unmaps the half",
 	    /* upstream cannot split the 8 KiB page: WARNs, unmaps nothing */
 	    "second_page=translating"),
+	FID("unlink_over_hole", fid_unlink_hole, "translating=0000", NULL,
+	    NULL),
+	FID("alloc_size_aligned", fid_alloc_aligned,
+	    "crossing_64k=0 misaligned=0", NULL, NULL),
 	FID("destroy_unmaps_all", fid_destroy_all, "translating=0000", NULL,
 	    NULL),
 	FID("destroy_short_length", fid_destroy_short, "translating=0011",

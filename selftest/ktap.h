@@ -99,6 +99,8 @@ struct ts_case {
 
 extern const struct ts_case ts_robust_cases[];
 extern const unsigned int ts_robust_ncases;
+extern const struct ts_case ts_safety_cases[];
+extern const unsigned int ts_safety_ncases;
 extern const struct ts_case ts_device_cases[];
 extern const unsigned int ts_device_ncases;
 extern const struct ts_case ts_fidelity_cases[];

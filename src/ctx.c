@@ -17,6 +17,7 @@
 #include <linux/pci.h>
 #include <linux/platform_device.h>
 #include <linux/preempt.h>
+#include <linux/sched/mm.h>
 #include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/wait_bit.h>
@@ -29,6 +30,14 @@
 
 LIST_HEAD(twostep_ctxs);
 DEFINE_SPINLOCK(twostep_ctxs_lock);
+
+/*
+ * Where the round robin of slot numbers stands for each device whose
+ * context was given back (detach, unbind), so that its next context goes
+ * on from there: a state from before is no more likely to match a new
+ * allocation than within one context. Dropped when the device goes away.
+ */
+static DEFINE_XARRAY(twostep_slot_hints);
 
 /* Live objects and refusals, readable in /sys/module/twostep/parameters. */
 static atomic_t twostep_live_contexts = ATOMIC_INIT(0);
@@ -216,6 +225,7 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	struct iommu_domain *domain;
 	struct twostep_ctx *ctx, *old;
 	unsigned long flags, larger;
+	void *hint;
 
 	rcu_read_lock();
 	ctx = twostep_ctx_find(dev);
@@ -247,10 +257,16 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	INIT_LIST_HEAD(&ctx->chunks);
 	ctx->next_chunk = max_t(u64, TWOSTEP_CHUNK_FIRST,
 				twostep_reserve_block());
-	ctx->chunk_max = max_t(u64, TWOSTEP_CHUNK_MAX, ctx->next_chunk);
+	/* no chunk takes more than 1/64 of what the device can address */
+	ctx->chunk_max = clamp_t(u64, rounddown_pow_of_two(dma_get_mask(dev) >>
+							   6),
+				 ctx->next_chunk, TWOSTEP_CHUNK_MAX);
 	mutex_init(&ctx->grow_lock);
 	INIT_WORK(&ctx->grow_work, twostep_grow_work);
 	spin_lock_init(&ctx->slot_lock);
+	hint = xa_load(&twostep_slot_hints, (unsigned long)dev);
+	if (hint)
+		ctx->slot_next = xa_to_value(hint) % TWOSTEP_SLOTS;
 	atomic_set(&ctx->users, 1);
 
 	spin_lock_irqsave(&twostep_ctxs_lock, flags);
@@ -297,14 +313,17 @@ static bool twostep_has_room(struct twostep_ctx *ctx, unsigned long nr)
 }
 
 /*
- * Reserve one more chunk with room for @need bytes, unless another caller
- * grew the reservation since this one saw @seen chunks.
+ * Reserve one more chunk with room for @need bytes (just that when
+ * @exact), unless another caller grew the reservation since this one saw
+ * @seen chunks. Runs in a memalloc_noio scope: drivers call try_alloc from
+ * writeback and swap paths, so growth never waits on I/O.
  */
 static int twostep_ctx_grow(struct twostep_ctx *ctx, u64 need,
-			    unsigned int seen)
+			    unsigned int seen, bool exact)
 {
 	u64 block = twostep_reserve_block(), size, reach, t0 = ktime_get_ns();
 	struct twostep_chunk *c;
+	unsigned int noio;
 	dma_addr_t start;
 	int ret;
 
@@ -315,6 +334,7 @@ static int twostep_ctx_grow(struct twostep_ctx *ctx, u64 need,
 		reach = min_t(u64, reach, ctx->domain->geometry.aperture_end);
 	if (need - 1 > reach)
 		return -ENOSPC;
+	noio = memalloc_noio_save();
 	mutex_lock(&ctx->grow_lock);
 	ret = 0;
 	if (ctx->nchunks != seen)
@@ -323,7 +343,7 @@ static int twostep_ctx_grow(struct twostep_ctx *ctx, u64 need,
 	ret = -ENOMEM;
 	if (!c)
 		goto out_unlock;
-	size = max(need, ctx->next_chunk);
+	size = exact ? need : max(need, ctx->next_chunk);
 	ret = twostep_reserve(ctx->dev, ctx->domain, size, &start);
 	if (ret == -ENOSPC && size > need) {
 		size = need;
@@ -351,7 +371,28 @@ static int twostep_ctx_grow(struct twostep_ctx *ctx, u64 need,
 		&start, size, ctx->grow_ns);
 out_unlock:
 	mutex_unlock(&ctx->grow_lock);
+	memalloc_noio_restore(noio);
 	return ret;
+}
+
+static struct iova *twostep_chunk_alloc(struct twostep_ctx *ctx,
+					unsigned long nr,
+					struct twostep_chunk **chunkp);
+
+/* Could a range of @nr granules be allocated now? Tries it. */
+static bool twostep_can_alloc(struct twostep_ctx *ctx, unsigned long nr)
+{
+	struct twostep_chunk *c;
+	struct iova *iova;
+
+	rcu_read_lock();
+	iova = twostep_chunk_alloc(ctx, nr, &c);
+	if (iova) {
+		__free_iova(&c->iovad, iova);
+		atomic_long_add(nr, &c->free);
+	}
+	rcu_read_unlock();
+	return iova;
 }
 
 static void twostep_grow_work(struct work_struct *work)
@@ -360,8 +401,9 @@ static void twostep_grow_work(struct work_struct *work)
 					       grow_work);
 	u64 want = atomic64_xchg(&ctx->grow_want, 0);
 
-	if (want && !twostep_has_room(ctx, want >> ctx->shift))
-		twostep_ctx_grow(ctx, want, READ_ONCE(ctx->nchunks));
+	/* a free run of the size asked, not just as many free granules */
+	if (want && !twostep_can_alloc(ctx, want >> ctx->shift))
+		twostep_ctx_grow(ctx, want, READ_ONCE(ctx->nchunks), true);
 }
 
 /* Take @nr granules from the first chunk under the mask that has them. */
@@ -370,12 +412,6 @@ static struct iova *twostep_chunk_alloc(struct twostep_ctx *ctx,
 					struct twostep_chunk **chunkp)
 {
 	unsigned long limit = twostep_limit_pfn(ctx);
-	/*
-	 * A range that can hold a large page gets the alignment of its size,
-	 * as upstream's allocator gives every range, so that a physically
-	 * contiguous link can use large pages.
-	 */
-	bool aligned = nr >= ctx->pgsize_large >> ctx->shift;
 	struct twostep_chunk *c;
 	struct iova *iova = NULL;
 
@@ -384,7 +420,13 @@ static struct iova *twostep_chunk_alloc(struct twostep_ctx *ctx,
 		/* a chunk reserved under a wider mask than today's is skipped */
 		if (atomic_long_read(&c->free) < nr || c->last_pfn > limit)
 			continue;
-		iova = alloc_iova(&c->iovad, nr, c->last_pfn, aligned);
+		/*
+		 * Size-aligned, as upstream's allocator gives every range: a
+		 * range never crosses a boundary of its size rounded up to a
+		 * power of two (64 KiB, 4 GiB), and a physically contiguous
+		 * link can use large pages.
+		 */
+		iova = alloc_iova(&c->iovad, nr, c->last_pfn, true);
 		if (iova) {
 			atomic_long_sub(nr, &c->free);
 			*chunkp = c;
@@ -422,7 +464,7 @@ static struct iova *twostep_iova_get(struct twostep_ctx *ctx,
 			atomic_long_inc(&ctx->deferred);
 			return NULL;
 		}
-		if (twostep_ctx_grow(ctx, want, seen))
+		if (twostep_ctx_grow(ctx, want, seen, false))
 			return NULL;
 	}
 }
@@ -439,7 +481,8 @@ struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
 					u64 size)
 {
 	bool may_sleep = twostep_may_sleep();
-	gfp_t gfp = may_sleep ? GFP_KERNEL : GFP_ATOMIC;
+	/* reclaim without I/O at most: see twostep_ctx_grow() */
+	gfp_t gfp = may_sleep ? GFP_NOIO : GFP_ATOMIC;
 	struct twostep_chunk *chunk = NULL;
 	struct twostep_alloc *a = NULL;
 	struct twostep_ctx *ctx;
@@ -461,12 +504,14 @@ struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
 	a->links = twostep_links_alloc(nr, gfp);
 	if (!a->links)
 		goto out_free_alloc;
+	xa_init_flags(&a->big, XA_FLAGS_LOCK_IRQ);
 	slot = twostep_slot_get(ctx, gfp);
 	if (slot < 0)
 		goto out_free_links;
 	iova = twostep_iova_get(ctx, nr, may_sleep, &chunk);
 	if (!iova)
 		goto out_put_slot;
+	a->ctx = ctx;
 	a->chunk = chunk;
 	a->iova = iova;
 	a->nr = nr;
@@ -496,14 +541,15 @@ static void twostep_alloc_free_rcu(struct rcu_head *head)
 	struct twostep_alloc *a = container_of(head, struct twostep_alloc,
 					       rcu);
 
+	xa_destroy(&a->big);
 	twostep_links_free(a->links);
 	kfree(a);
 }
 
 /*
- * Unmap whatever @a still has linked with one flush, give its IOVA back to
- * the chunk and free it once no lookup can see it. Returns the granules
- * unmapped; @extra gets those at or past @keep_first.
+ * Unmap whatever @a still has linked with one flush and give its IOVA back
+ * to the chunk; the caller frees @a once no lookup can see it. Returns the
+ * granules unmapped; @extra gets those at or past @keep_first.
  */
 static unsigned long twostep_alloc_release(struct twostep_ctx *ctx,
 					   struct twostep_alloc *a,
@@ -538,8 +584,21 @@ static unsigned long twostep_alloc_release(struct twostep_ctx *ctx,
 	atomic_dec(&twostep_live_allocs);
 	atomic_long_dec(&ctx->live_allocs);
 	twostep_linked_add(ctx, -(long)total);
-	call_rcu(&a->rcu, twostep_alloc_free_rcu);
 	return total;
+}
+
+/*
+ * A teardown that found a link or unlink under way in interrupt context,
+ * where it cannot wait for it: done once every such call has ended.
+ */
+static void twostep_alloc_release_rcu(struct rcu_head *head)
+{
+	struct twostep_alloc *a = container_of(head, struct twostep_alloc,
+					       rcu);
+	unsigned long past;
+
+	twostep_alloc_release(a->ctx, a, 0, &past);
+	twostep_alloc_free_rcu(head);
 }
 
 /**
@@ -548,6 +607,10 @@ static unsigned long twostep_alloc_release(struct twostep_ctx *ctx,
  * @a: the allocation, found under rcu_read_lock_sched(), still held
  * @keep_first: granules from the start that may be linked
  * @extra: set when granules past @keep_first were still linked
+ *
+ * The range is marked dead first, so that a link or unlink racing with
+ * this (the caller's bug) either fails or is waited for: nothing stays
+ * mapped in IOVA that goes back to the chunk.
  *
  * Return: false when a racing destroy or free of the same state won.
  */
@@ -560,7 +623,22 @@ bool twostep_alloc_finish(struct twostep_ctx *ctx, struct twostep_alloc *a,
 	slot = (struct twostep_alloc __force **)twostep_slot_ptr(ctx, a->slot);
 	if (cmpxchg(slot, a, NULL) != a)
 		return false;
+	WRITE_ONCE(a->dead, true);
+	smp_mb();
+	*extra = false;
+	if (unlikely(atomic_read(&a->inflight))) {
+		if (!in_task()) {
+			/* it may be the call this interrupt interrupted */
+			call_rcu(&a->rcu, twostep_alloc_release_rcu);
+			return true;
+		}
+		/* a call on another CPU, with preemption off: short */
+		while (atomic_read(&a->inflight))
+			cpu_relax();
+		smp_rmb();
+	}
 	twostep_alloc_release(ctx, a, keep_first, &past);
+	call_rcu(&a->rcu, twostep_alloc_free_rcu);
 	*extra = past;
 	return true;
 }
@@ -569,7 +647,8 @@ bool twostep_alloc_finish(struct twostep_ctx *ctx, struct twostep_alloc *a,
  * Give back everything of a context that no lookup can see any more and
  * that no try_alloc() is using, and free it.
  */
-static void twostep_ctx_destroy(struct twostep_ctx *ctx, const char *why)
+static void twostep_ctx_destroy(struct twostep_ctx *ctx, const char *why,
+				bool keep_hint)
 {
 	unsigned long left = 0, granules = 0, past;
 	struct twostep_chunk *c, *next;
@@ -586,9 +665,13 @@ static void twostep_ctx_destroy(struct twostep_ctx *ctx, const char *why)
 		if (!a)
 			continue;
 		RCU_INIT_POINTER(*twostep_slot_ptr(ctx, slot), NULL);
+		WRITE_ONCE(a->dead, true);
 		left++;
 		granules += twostep_alloc_release(ctx, a, 0, &past);
+		call_rcu(&a->rcu, twostep_alloc_free_rcu);
 	}
+	/* teardowns left to RCU use the chunks and the domain */
+	rcu_barrier();
 	if (left)
 		dev_warn(ctx->dev, "twostep: %s: %lu live allocation(s) with %lu linked granule(s) unmapped and freed\n",
 			 why, left, granules);
@@ -600,6 +683,11 @@ static void twostep_ctx_destroy(struct twostep_ctx *ctx, const char *why)
 		kfree(c);
 	}
 	atomic_dec(&twostep_live_contexts);
+	if (keep_hint)
+		xa_store(&twostep_slot_hints, (unsigned long)ctx->dev,
+			 xa_mk_value(ctx->slot_next), GFP_KERNEL);
+	else
+		xa_erase(&twostep_slot_hints, (unsigned long)ctx->dev);
 	dev_info(ctx->dev, "twostep: %s: reservation returned\n", why);
 	put_device(ctx->dev);
 	/* allocations freed above may still be in RCU callbacks: no matter */
@@ -607,7 +695,8 @@ static void twostep_ctx_destroy(struct twostep_ctx *ctx, const char *why)
 }
 
 /* Unlist the context of @dev and destroy it; false when there is none. */
-static bool twostep_ctx_remove(struct device *dev, const char *why)
+static bool twostep_ctx_remove(struct device *dev, const char *why,
+			       bool keep_hint)
 {
 	struct twostep_ctx *ctx;
 	unsigned long flags;
@@ -620,7 +709,7 @@ static bool twostep_ctx_remove(struct device *dev, const char *why)
 	if (!ctx)
 		return false;
 	synchronize_rcu();
-	twostep_ctx_destroy(ctx, why);
+	twostep_ctx_destroy(ctx, why, keep_hint);
 	return true;
 }
 
@@ -634,7 +723,7 @@ static bool twostep_ctx_remove(struct device *dev, const char *why)
  */
 int twostep_attach(struct device *dev, u64 reserve, u64 chunk)
 {
-	u64 block = twostep_reserve_block();
+	u64 block = twostep_reserve_block(), next, max;
 	struct twostep_ctx *ctx;
 	int ret = 0;
 
@@ -652,15 +741,26 @@ int twostep_attach(struct device *dev, u64 reserve, u64 chunk)
 		goto out_put_user;
 	}
 	ctx->attached = true;
+	next = ctx->next_chunk;
+	max = ctx->chunk_max;
 	if (chunk) {
 		ctx->next_chunk = round_up(chunk, block);
 		ctx->chunk_max = ctx->next_chunk;
 	}
 	mutex_unlock(&ctx->grow_lock);
 	if (reserve && !twostep_has_room(ctx, reserve >> ctx->shift)) {
-		ret = twostep_ctx_grow(ctx, reserve, READ_ONCE(ctx->nchunks));
+		ret = twostep_ctx_grow(ctx, reserve, READ_ONCE(ctx->nchunks),
+				       true);
 		if (ret == -EIO)
 			ret = -ENOSPC;
+	}
+	if (ret) {
+		/* a failed attach leaves nothing behind: attach may be retried */
+		mutex_lock(&ctx->grow_lock);
+		ctx->attached = false;
+		ctx->next_chunk = next;
+		ctx->chunk_max = max;
+		mutex_unlock(&ctx->grow_lock);
 	}
 out_put_user:
 	twostep_ctx_put_user(ctx);
@@ -675,7 +775,7 @@ EXPORT_SYMBOL_GPL(twostep_attach);
 void twostep_detach(struct device *dev)
 {
 	might_sleep();
-	if (!dev || !twostep_ctx_remove(dev, "detach"))
+	if (!dev || !twostep_ctx_remove(dev, "detach", true))
 		twostep_misuse(NULL, dev, "detach: twostep holds nothing for the device");
 }
 EXPORT_SYMBOL_GPL(twostep_detach);
@@ -754,10 +854,13 @@ EXPORT_SYMBOL_GPL(twostep_get_chunk);
 static int twostep_bus_notify(struct notifier_block *nb, unsigned long action,
 			      void *data)
 {
-	if (action == BUS_NOTIFY_UNBOUND_DRIVER)
-		twostep_ctx_remove(data, "driver unbound");
-	else if (action == BUS_NOTIFY_DEL_DEVICE)
-		twostep_ctx_remove(data, "device removed");
+	if (action == BUS_NOTIFY_UNBOUND_DRIVER) {
+		twostep_ctx_remove(data, "driver unbound", true);
+	} else if (action == BUS_NOTIFY_DEL_DEVICE) {
+		twostep_ctx_remove(data, "device removed", false);
+		/* a new device may come at the same address */
+		xa_erase(&twostep_slot_hints, (unsigned long)data);
+	}
 	return NOTIFY_DONE;
 }
 
@@ -815,9 +918,10 @@ static void __exit twostep_exit(void)
 		if (!ctx)
 			break;
 		synchronize_rcu();
-		twostep_ctx_destroy(ctx, "unload");
+		twostep_ctx_destroy(ctx, "unload", false);
 	}
 	rcu_barrier();
+	xa_destroy(&twostep_slot_hints);
 	twostep_reserve_exit();
 	iova_cache_put();
 	pr_info("unloaded\n");

@@ -15,6 +15,7 @@
 #include <linux/rcupdate.h>
 #include <linux/workqueue.h>
 #include <linux/percpu.h>
+#include <linux/xarray.h>
 #include <linux/spinlock.h>
 
 #include "links.h"
@@ -109,6 +110,7 @@ struct twostep_ctx {
 /**
  * struct twostep_alloc - one live IOVA range
  * @rcu: frees it after lookups that may still see it are done
+ * @ctx: its context
  * @chunk: the chunk it lies in
  * @iova: the range in the chunk's allocator
  * @base: granule-aligned first address of the range
@@ -117,9 +119,15 @@ struct twostep_ctx {
  * @slot: slot number
  * @nr: granules in the range
  * @links: which granules are linked
+ * @inflight: link and unlink calls under way on the range
+ * @dead: set before the range is torn down: later links and unlinks fail
+ * @big: the head granule of every link that may be mapped with pages
+ *       larger than a granule, with its IOMMU_* protection as a value, so
+ *       that an unlink that cuts such a link can map its outside part again
  */
 struct twostep_alloc {
 	struct rcu_head rcu;
+	struct twostep_ctx *ctx;
 	struct twostep_chunk *chunk;
 	struct iova *iova;
 	dma_addr_t base;
@@ -128,6 +136,9 @@ struct twostep_alloc {
 	unsigned int slot;
 	unsigned long nr;
 	struct twostep_links *links;
+	atomic_t inflight;
+	bool dead;
+	struct xarray big;
 };
 
 extern atomic_t twostep_fail_countdown[3];
@@ -167,6 +178,9 @@ twostep_alloc_find(struct twostep_ctx *ctx, dma_addr_t addr, u64 size)
 	struct twostep_alloc __rcu **page;
 	struct twostep_alloc *a;
 
+	/* any bit pattern may come in: bit 63 set gives a slot past the table */
+	if (slot >= TWOSTEP_SLOTS)
+		return NULL;
 	page = READ_ONCE(ctx->slot_page[slot / TWOSTEP_SLOTS_PER_PAGE]);
 	if (!page)
 		return NULL;
@@ -180,6 +194,28 @@ twostep_alloc_find(struct twostep_ctx *ctx, dma_addr_t addr, u64 size)
 static inline void twostep_linked_add(struct twostep_ctx *ctx, long n)
 {
 	this_cpu_add(*ctx->linked, n);
+}
+
+/*
+ * Enter a call that maps or unmaps in @a: false when the range is being
+ * torn down (the call must then touch nothing). Pairs with the barrier in
+ * twostep_alloc_finish(): either the call sees @dead, or the teardown sees
+ * the call and waits for it.
+ */
+static inline bool twostep_alloc_enter(struct twostep_alloc *a)
+{
+	atomic_inc(&a->inflight);
+	smp_mb__after_atomic();
+	if (likely(!READ_ONCE(a->dead)))
+		return true;
+	atomic_dec(&a->inflight);
+	return false;
+}
+
+static inline void twostep_alloc_exit(struct twostep_alloc *a)
+{
+	smp_mb__before_atomic();
+	atomic_dec(&a->inflight);
 }
 
 bool twostep_alloc_finish(struct twostep_ctx *ctx, struct twostep_alloc *a,

@@ -61,7 +61,7 @@ static __printf(2, 3) void twostep_hmm_misuse(struct device *dev,
  * twostep_hmm_dma_map_alloc - set up the DMA mapping of a mirrored range
  * @dev: device
  * @map: filled in; zeroed first
- * @nr_entries: entries in the range
+ * @nr_entries: pages (PAGE_SIZE) in the range, as upstream counts them
  * @dma_entry_size: bytes per entry
  *
  * Return: 0 or a negative errno (see include/twostep.h).
@@ -70,15 +70,19 @@ int twostep_hmm_dma_map_alloc(struct device *dev,
 			      struct twostep_hmm_dma_map *map,
 			      size_t nr_entries, size_t dma_entry_size)
 {
-	size_t bytes;
+	size_t bytes, nr;
 
 	if (!map)
 		return -EINVAL;
 	memset(map, 0, sizeof(*map));
+	/* upstream reserves nr_entries pages, whatever the entry size */
 	if (!dev || !nr_entries || dma_entry_size < PAGE_SIZE ||
 	    !is_power_of_2(dma_entry_size) ||
-	    check_mul_overflow(nr_entries, dma_entry_size, &bytes) ||
+	    check_mul_overflow(nr_entries, (size_t)PAGE_SIZE, &bytes) ||
 	    ((u64)bytes & ~TWOSTEP_IOVA_SIZE_MASK))
+		return -EINVAL;
+	nr = bytes / dma_entry_size;
+	if (!nr)
 		return -EINVAL;
 	if (twostep_hmm_need_sync(dev) || dma_addressing_limited(dev))
 		return -EOPNOTSUPP;
@@ -87,16 +91,16 @@ int twostep_hmm_dma_map_alloc(struct device *dev,
 				 GFP_KERNEL | __GFP_NOWARN);
 	if (!map->pfn_list)
 		return -ENOMEM;
-	map->__mapped = kvcalloc(BITS_TO_LONGS(nr_entries),
+	map->__mapped = kvcalloc(BITS_TO_LONGS(nr),
 				 sizeof(unsigned long),
 				 GFP_KERNEL | __GFP_NOWARN);
 	if (!map->__mapped)
 		goto err_free_pfns;
 	map->dma_entry_size = dma_entry_size;
-	map->__nr = nr_entries;
+	map->__nr = nr;
 	if (twostep_iova_try_alloc(dev, &map->state, 0, bytes))
 		return 0;
-	map->dma_list = kvcalloc(nr_entries, sizeof(*map->dma_list),
+	map->dma_list = kvcalloc(nr, sizeof(*map->dma_list),
 				 GFP_KERNEL | __GFP_NOWARN);
 	if (!map->dma_list)
 		goto err_free_mapped;
@@ -315,9 +319,14 @@ size_t twostep_hmm_dma_unmap_range(struct device *dev,
 						 map->dma_entry_size);
 		if (ret <= 0)
 			return 0;
+		/*
+		 * One atomic bit operation per entry: the words are shared
+		 * with entries outside the range that others map and unmap.
+		 */
 		rs = first;
 		for_each_set_bitrange_from(rs, re, map->__mapped, end)
-			bitmap_clear(map->__mapped, rs, re - rs);
+			for (i = rs; i < re; i++)
+				clear_bit(i, map->__mapped);
 		return ret;
 	}
 	for (i = first; i < end; i++) {

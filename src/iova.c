@@ -136,9 +136,12 @@ static noinline void twostep_unmap_sync(struct twostep_ctx *ctx,
 	iommu_iotlb_sync(ctx->domain, &gather);
 }
 
-/* Map [iova, iova + size) to paddr without any IOTLB sync. */
+/*
+ * Map [iova, iova + size) to paddr without any IOTLB sync; in pages larger
+ * than a granule only when @big.
+ */
 static int twostep_map(struct twostep_ctx *ctx, unsigned long iova,
-		       phys_addr_t paddr, size_t size, int prot)
+		       phys_addr_t paddr, size_t size, int prot, bool big)
 {
 	const struct iommu_domain_ops *ops = ctx->domain->ops;
 	size_t done = 0, pgsize, count, mapped;
@@ -146,7 +149,7 @@ static int twostep_map(struct twostep_ctx *ctx, unsigned long iova,
 
 	while (done < size) {
 		mapped = 0;
-		if (size - done < ctx->pgsize_large) {
+		if (!big || size - done < ctx->pgsize_large) {
 			/* nothing larger than a granule can fit */
 			pgsize = 1UL << ctx->shift;
 			count = (size - done) >> ctx->shift;
@@ -163,6 +166,9 @@ static int twostep_map(struct twostep_ctx *ctx, unsigned long iova,
 			pgsize = 1UL << ctx->shift;
 			count = 1;
 		}
+		/* the paths below choose page sizes for what they are given */
+		if (!big && !ops->map_pages)
+			count = 1;
 		if (ops->map_pages) {
 			ret = ops->map_pages(ctx->domain, iova + done,
 					     paddr + done, pgsize, count, prot,
@@ -190,6 +196,180 @@ static int twostep_map(struct twostep_ctx *ctx, unsigned long iova,
 	if (unlikely(ret && done))
 		twostep_unmap_sync(ctx, iova, done);
 	return ret;
+}
+
+/* Make mappings just made visible, where the IOMMU driver needs it. */
+static int twostep_sync_map(struct twostep_ctx *ctx, unsigned long iova,
+			    size_t size)
+{
+	if ((ctx->domain->ops->map_pages ||
+	     twostep_compat_has_pt(ctx->domain)) &&
+	    ctx->domain->ops->iotlb_sync_map)
+		return twostep_compat_sync_map(ctx->domain, iova, size);
+	return 0;
+}
+
+/*
+ * A link of @count granules at @g may use pages larger than a granule when
+ * its protection is recorded, so that an unlink cutting it can map its
+ * outside part again (twostep_split()). Returns whether it may.
+ */
+static bool twostep_big_set(struct twostep_ctx *ctx, struct twostep_alloc *a,
+			    unsigned long g, unsigned long count, int prot)
+{
+	unsigned long flags;
+	void *old;
+
+	if (count < 2 || ((u64)count << ctx->shift) < ctx->pgsize_large)
+		return false;
+	xa_lock_irqsave(&a->big, flags);
+	old = __xa_store(&a->big, g, xa_mk_value(prot), GFP_ATOMIC);
+	xa_unlock_irqrestore(&a->big, flags);
+	return !xa_is_err(old);
+}
+
+/* Forget the recorded links whose heads lie in [g, end). */
+static void twostep_big_clear(struct twostep_alloc *a, unsigned long g,
+			      unsigned long end)
+{
+	unsigned long flags, idx;
+	void *entry;
+
+	if (xa_empty(&a->big))
+		return;
+	xa_lock_irqsave(&a->big, flags);
+	xa_for_each_range(&a->big, idx, entry, g, end - 1)
+		__xa_erase(&a->big, idx);
+	xa_unlock_irqrestore(&a->big, flags);
+}
+
+static inline dma_addr_t twostep_g2iova(struct twostep_ctx *ctx,
+					struct twostep_alloc *a,
+					unsigned long g)
+{
+	return a->base + ((dma_addr_t)g << ctx->shift);
+}
+
+/*
+ * Map granules [g, end) of a link that was cut again, from @phys, and make
+ * them visible. What cannot be mapped is unlinked: the link map follows
+ * the page table.
+ */
+static void twostep_relink(struct twostep_ctx *ctx, struct twostep_alloc *a,
+			   unsigned long g, unsigned long end,
+			   phys_addr_t phys, int prot)
+{
+	size_t len = (size_t)(end - g) << ctx->shift;
+	bool big = twostep_big_set(ctx, a, g, end - g, prot);
+	int ret;
+
+	ret = twostep_map(ctx, twostep_g2iova(ctx, a, g), phys, len, prot,
+			  big);
+	if (!ret) {
+		twostep_sync_map(ctx, twostep_g2iova(ctx, a, g), len);
+		return;
+	}
+	twostep_links_clear(a->links, g, end - g);
+	twostep_linked_add(ctx, -(long)(end - g));
+	twostep_big_clear(a, g, end);
+	dev_err_ratelimited(ctx->dev, "twostep: unlink: could not map the %lu granule(s) of a cut link outside the range again (%d): they are unlinked\n",
+			    end - g, ret);
+}
+
+/*
+ * Granules [cs, ce) of the link [h, t) are being unlinked; the part from
+ * @ce on becomes a link of its own. When the link may hold pages larger
+ * than a granule, all of it is unmapped into @gather and the parts outside
+ * [cs, ce) are mapped again. Returns true when it unmapped the link.
+ */
+static bool twostep_split(struct twostep_ctx *ctx, struct twostep_alloc *a,
+			  unsigned long h, unsigned long t, unsigned long cs,
+			  unsigned long ce, struct iommu_iotlb_gather *gather)
+{
+	size_t len = (size_t)(t - h) << ctx->shift, unmapped;
+	phys_addr_t phys;
+	void *entry;
+	int prot;
+
+	if (ce < t)
+		twostep_links_set_head(a->links, ce);
+	entry = xa_empty(&a->big) ? NULL : xa_load(&a->big, h);
+	if (!entry)
+		return false;
+	prot = xa_to_value(entry);
+	phys = iommu_iova_to_phys(ctx->domain, twostep_g2iova(ctx, a, h));
+	if (!phys)
+		return false;
+	unmapped = iommu_unmap_fast(ctx->domain, twostep_g2iova(ctx, a, h),
+				    len, gather);
+	WARN_ONCE(unmapped != len, "twostep: split unmapped %zu of %zu bytes\n",
+		  unmapped, len);
+	if (cs > h)
+		twostep_relink(ctx, a, h, cs, phys, prot);
+	if (ce < t)
+		twostep_relink(ctx, a, ce, t,
+			       phys + ((phys_addr_t)(ce - h) << ctx->shift),
+			       prot);
+	return true;
+}
+
+/* Linked granules in [s, e). */
+static unsigned long twostep_linked_in(struct twostep_alloc *a,
+				       unsigned long s, unsigned long e)
+{
+	unsigned long g, len, n = 0;
+
+	for (g = twostep_links_next_run(a->links, s, &len); g < e;
+	     g = twostep_links_next_run(a->links, g + len, &len))
+		n += min(g + len, e) - g;
+	return n;
+}
+
+/*
+ * Unmap every linked granule of [s, e) into @gather, whatever else is or
+ * is not linked there; a link that crosses @s or @e keeps its part outside
+ * mapped (split where it may hold a large page). The link map is left to
+ * twostep_unmap_done(), after the IOTLB flush.
+ */
+static void twostep_unmap_span(struct twostep_ctx *ctx,
+			       struct twostep_alloc *a, unsigned long s,
+			       unsigned long e, struct iommu_iotlb_gather *gather)
+{
+	unsigned long lo = s, hi = e, g, len, h, t;
+	size_t bytes, unmapped;
+
+	if (twostep_links_inside(a->links, s)) {
+		h = twostep_links_head(a->links, s);
+		t = twostep_links_end(a->links, s);
+		if (twostep_split(ctx, a, h, t, s, min(t, e), gather))
+			lo = min(t, e);
+	}
+	if (lo < hi && twostep_links_inside(a->links, e)) {
+		h = twostep_links_head(a->links, e);
+		t = twostep_links_end(a->links, e);
+		if (twostep_split(ctx, a, h, t, h, e, gather))
+			hi = max(h, lo);
+	}
+	for (g = twostep_links_next_run(a->links, lo, &len); g < hi;
+	     g = twostep_links_next_run(a->links, g + len, &len)) {
+		bytes = (size_t)(min(g + len, hi) - g) << ctx->shift;
+		unmapped = iommu_unmap_fast(ctx->domain,
+					    twostep_g2iova(ctx, a, g), bytes,
+					    gather);
+		WARN_ONCE(unmapped != bytes,
+			  "twostep: unlink unmapped %zu of %zu bytes\n",
+			  unmapped, bytes);
+	}
+}
+
+/* After the flush: [s, e) may be linked again; @n granules were linked. */
+static void twostep_unmap_done(struct twostep_ctx *ctx,
+			       struct twostep_alloc *a, unsigned long s,
+			       unsigned long e, unsigned long n)
+{
+	twostep_links_clear(a->links, s, e - s);
+	twostep_big_clear(a, s, e);
+	twostep_linked_add(ctx, -(long)n);
 }
 
 /**
@@ -220,8 +400,12 @@ bool twostep_iova_try_alloc(struct device *dev,
 		rcu_read_unlock();
 		return false;
 	}
-	/* larger than any IOMMU domain can hold */
-	if ((u64)size > TWOSTEP_IOVA_SIZE_MASK)
+	/*
+	 * Larger than twostep serves: reserving costs a scatterlist entry
+	 * per 2 MiB (dma_map_sgtable()) and the link map a pointer per
+	 * 64 MiB, so the cost of a range must stay bounded.
+	 */
+	if ((u64)size > TWOSTEP_IOVA_MAX_SIZE)
 		return false;
 	a = twostep_alloc_new(dev, phys, size);
 	if (!a)
@@ -277,21 +461,32 @@ int twostep_iova_link(struct device *dev, struct twostep_iova_state *state,
 	}
 	if (ret)
 		goto refused;
+	if (unlikely(!twostep_alloc_enter(a))) {
+		why = "the range is being freed";
+		ret = -ENOENT;
+		goto refused;
+	}
 	ret = twostep_links_claim(a->links, first, count);
 	if (ret == -EBUSY) {
+		twostep_alloc_exit(a);
 		why = "range is already linked";
 		goto refused;
 	}
 	if (!ret) {
-		ret = twostep_map(ctx,
-				  a->base + ((dma_addr_t)first << ctx->shift),
+		bool big = twostep_big_set(ctx, a, first, count, prot);
+
+		ret = twostep_map(ctx, twostep_g2iova(ctx, a, first),
 				  phys & ~(phys_addr_t)mask,
-				  (size_t)count << ctx->shift, prot);
-		if (ret)
+				  (size_t)count << ctx->shift, prot, big);
+		if (ret) {
+			if (big)
+				twostep_big_clear(a, first, first + 1);
 			twostep_links_clear(a->links, first, count);
-		else
+		} else {
 			twostep_linked_add(ctx, count);
+		}
 	}
+	twostep_alloc_exit(a);
 	if (ret)
 		dev_err_ratelimited(dev, "twostep: link: mapping failed: %d\n",
 				    ret);
@@ -336,13 +531,9 @@ int twostep_iova_sync(struct device *dev, struct twostep_iova_state *state,
 	}
 	if (unlikely(twostep_should_fail(TWOSTEP_FAIL_SYNC)))
 		ret = -EIO;
-	else if ((ctx->domain->ops->map_pages ||
-		  twostep_compat_has_pt(ctx->domain)) &&
-		 ctx->domain->ops->iotlb_sync_map)
-		ret = twostep_compat_sync_map(ctx->domain,
-					      a->base + ((dma_addr_t)first <<
-							 ctx->shift),
-					      (size_t)count << ctx->shift);
+	else
+		ret = twostep_sync_map(ctx, twostep_g2iova(ctx, a, first),
+				       (size_t)count << ctx->shift);
 	rcu_read_unlock_sched();
 	return ret;
 }
@@ -362,44 +553,54 @@ void twostep_iova_unlink(struct device *dev, struct twostep_iova_state *state,
 			 enum dma_data_direction dir, unsigned long attrs)
 {
 	struct iommu_iotlb_gather gather;
-	unsigned long first, count, mask;
+	unsigned long first, end, n;
 	const char *why = NULL;
 	struct twostep_ctx *ctx;
 	struct twostep_alloc *a;
-	size_t len, unmapped;
-	dma_addr_t iova;
+	u64 asize, last;
+	bool past;
 	int ret;
 
 	rcu_read_lock_sched();
 	ret = twostep_resolve(dev, state, &ctx, &a, &why);
 	if (ret)
 		goto refused;
-	mask = (1UL << ctx->shift) - 1;
-	ret = twostep_granules(ctx, a, offset, size, &first, &count, &why);
-	if (ret)
+	asize = a->size & TWOSTEP_IOVA_SIZE_MASK;
+	ret = -EINVAL;
+	why = "size 0";
+	if (!size)
 		goto refused;
-	if (offset && ((a->addr + offset) & mask)) {
-		why = "range does not start on a granule";
-		ret = -EINVAL;
+	ret = -ERANGE;
+	why = "range starts past the allocation";
+	if (offset >= asize)
 		goto refused;
+	/* what reaches past the allocation is not ours: unmap up to its end */
+	past = check_add_overflow((u64)offset, (u64)size - 1, &last) ||
+	       last >= asize;
+	if (past)
+		last = asize - 1;
+	first = (a->addr - a->base + offset) >> ctx->shift;
+	end = ((a->addr - a->base + last) >> ctx->shift) + 1;
+	why = "the range is being freed";
+	ret = -ENOENT;
+	if (unlikely(!twostep_alloc_enter(a)))
+		goto refused;
+	n = twostep_linked_in(a, first, end);
+	if (n) {
+		iommu_iotlb_gather_init(&gather);
+		twostep_unmap_span(ctx, a, first, end, &gather);
+		iommu_iotlb_sync(ctx->domain, &gather);
+		/* only now may the granules be linked again */
+		twostep_unmap_done(ctx, a, first, end, n);
 	}
-	if (!twostep_links_whole(a->links, first, count)) {
-		why = "range is not made of whole links";
-		ret = -EINVAL;
-		goto refused;
-	}
-
-	iova = a->base + ((dma_addr_t)first << ctx->shift);
-	len = (size_t)count << ctx->shift;
-	iommu_iotlb_gather_init(&gather);
-	unmapped = iommu_unmap_fast(ctx->domain, iova, len, &gather);
-	WARN_ONCE(unmapped != len, "twostep: unlink unmapped %zu of %zu bytes\n",
-		  unmapped, len);
-	iommu_iotlb_sync(ctx->domain, &gather);
-	/* only now may the granules be linked again */
-	twostep_links_clear(a->links, first, count);
-	twostep_linked_add(ctx, -(long)count);
+	twostep_alloc_exit(a);
 	rcu_read_unlock_sched();
+	if (past || n < end - first)
+		twostep_misuse(ctx, dev, "unlink: %s%s: unmapped the %lu linked granule(s) of %lu",
+			       past ? "range reaches past the allocation" : "",
+			       n < end - first ? (past ? ", not wholly linked" :
+						  "range not wholly linked") : "",
+			       n, end - first);
 	return;
 
 refused:
@@ -426,17 +627,19 @@ static void twostep_gather_merge(struct iommu_iotlb_gather *all,
  * @dev: device
  * @state: state filled in by twostep_iova_try_alloc() with phys 0
  * @bitmap: bit i set: entry i, [i * @entry, (i + 1) * @entry) of the
- *          range, is one whole link
+ *          range, is to be unmapped
  * @first: first entry to look at
  * @count: entries to look at
  * @entry: bytes per entry, a multiple of the granule
  *
  * Every run of set bits in [@first, @first + @count) is unmapped into its
- * own gather (a run is contiguous, so the IOMMU driver adds it without a
- * flush of its own), and the hull of all of them is flushed once. Only
- * then may the granules be linked again. The bitmap is not changed.
+ * own gather, as twostep_iova_unlink() unmaps a range: whatever is linked
+ * there, whatever is not (a contiguous run is added without a flush of its
+ * own); the hull of all of them is flushed once. Only then may the
+ * granules be linked again. The bitmap is not changed.
  *
- * Return: entries unlinked, or a negative errno (nothing unlinked).
+ * Return: entries whose bits were set, or a negative errno (nothing
+ * unlinked).
  */
 long twostep_iova_unlink_bitmap(struct device *dev,
 				struct twostep_iova_state *state,
@@ -445,11 +648,10 @@ long twostep_iova_unlink_bitmap(struct device *dev,
 				size_t entry)
 {
 	struct iommu_iotlb_gather all, one;
-	unsigned long rs, re, end, per, mask;
+	unsigned long rs, re, end, per, mask, n = 0, want = 0;
 	const char *why = NULL;
 	struct twostep_ctx *ctx;
 	struct twostep_alloc *a;
-	size_t len, unmapped;
 	long done = 0;
 	u64 bytes;
 	int ret;
@@ -476,38 +678,31 @@ long twostep_iova_unlink_bitmap(struct device *dev,
 		why = "entries reach past the allocation";
 		goto refused;
 	}
-	/* all or nothing: every run must be made of whole links */
-	rs = first;
-	for_each_set_bitrange_from(rs, re, bitmap, end) {
-		if (!twostep_links_whole(a->links, rs * per, (re - rs) * per)) {
-			why = "an entry is not one whole link";
-			ret = -EINVAL;
-			goto refused;
-		}
-	}
-
+	ret = -ENOENT;
+	why = "the range is being freed";
+	if (unlikely(!twostep_alloc_enter(a)))
+		goto refused;
 	iommu_iotlb_gather_init(&all);
 	rs = first;
 	for_each_set_bitrange_from(rs, re, bitmap, end) {
-		len = (size_t)(re - rs) * entry;
+		want += (re - rs) * per;
+		n += twostep_linked_in(a, rs * per, re * per);
 		iommu_iotlb_gather_init(&one);
-		unmapped = iommu_unmap_fast(ctx->domain,
-					    a->base + (dma_addr_t)rs * entry,
-					    len, &one);
-		WARN_ONCE(unmapped != len,
-			  "twostep: unlink unmapped %zu of %zu bytes\n",
-			  unmapped, len);
+		twostep_unmap_span(ctx, a, rs * per, re * per, &one);
 		twostep_gather_merge(&all, &one);
 		done += re - rs;
 	}
-	if (done)
+	if (n)
 		iommu_iotlb_sync(ctx->domain, &all);
 	rs = first;
-	for_each_set_bitrange_from(rs, re, bitmap, end) {
-		twostep_links_clear(a->links, rs * per, (re - rs) * per);
-		twostep_linked_add(ctx, -(long)((re - rs) * per));
-	}
+	for_each_set_bitrange_from(rs, re, bitmap, end)
+		twostep_unmap_done(ctx, a, rs * per, re * per, 0);
+	twostep_linked_add(ctx, -(long)n);
+	twostep_alloc_exit(a);
 	rcu_read_unlock_sched();
+	if (n < want)
+		twostep_misuse(ctx, dev, "unlink: entries not wholly linked: unmapped the %lu linked granule(s) of %lu",
+			       n, want);
 	return done;
 
 refused:

@@ -165,31 +165,81 @@ static unsigned long links_get(struct twostep_links *l, unsigned long g)
 	return (atomic_long_read(w) >> (2 * (g % LINKS_PER_WORD))) & 3;
 }
 
-/**
- * twostep_links_whole - is a range made of whole links?
- * @l: link map
- * @first: first granule
- * @count: granules
- *
- * Return: true when every granule is linked, a link starts at @first and
- * no link runs on past the end of the range.
- */
-bool twostep_links_whole(struct twostep_links *l, unsigned long first,
-			 unsigned long count)
+/* Set the head bit of granule @g, which is linked: a link starts there. */
+void twostep_links_set_head(struct twostep_links *l, unsigned long g)
 {
-	unsigned long end = first + count, g, n, mask;
+	atomic_long_t *w = links_word(l, g, false);
+
+	if (w)
+		atomic_long_or(2UL << (2 * (g % LINKS_PER_WORD)), w);
+}
+
+/* Is granule @g linked without being the head of its link? */
+bool twostep_links_inside(struct twostep_links *l, unsigned long g)
+{
+	return g < l->nr && links_get(l, g) == 1;
+}
+
+/* Is granule @g linked? */
+bool twostep_links_linked(struct twostep_links *l, unsigned long g)
+{
+	return g < l->nr && (links_get(l, g) & 1);
+}
+
+/**
+ * twostep_links_head - the head of the link that holds granule @g
+ * @l: link map
+ * @g: a linked granule
+ *
+ * Return: the granule where the link starts (@g itself when it is one).
+ */
+unsigned long twostep_links_head(struct twostep_links *l, unsigned long g)
+{
+	unsigned long bits;
 	atomic_long_t *w;
 
-	if (links_get(l, first) != 3)
-		return false;
-	for (g = first; g < end; g += n) {
-		n = links_span(g, end);
+	for (;;) {
 		w = links_word(l, g, false);
-		mask = links_mask(g, n) & LINKED_BITS;
-		if (!w || (atomic_long_read(w) & mask) != mask)
-			return false;
+		if (!w)
+			return g;
+		/* head bits of granules up to @g in this word */
+		bits = atomic_long_read(w) & (LINKED_BITS << 1) &
+		       links_mask(0, g % LINKS_PER_WORD + 1);
+		if (bits)
+			return round_down(g, LINKS_PER_WORD) + __fls(bits) / 2;
+		if (g < LINKS_PER_WORD)
+			return 0;
+		g = round_down(g, LINKS_PER_WORD) - 1;
 	}
-	return end >= l->nr || links_get(l, end) != 1;
+}
+
+/**
+ * twostep_links_end - where the link that holds granule @g ends
+ * @l: link map
+ * @g: a linked granule
+ *
+ * Return: the first granule after @g that is not linked or starts a link
+ * of its own (the number of granules of the map at the end).
+ */
+unsigned long twostep_links_end(struct twostep_links *l, unsigned long g)
+{
+	unsigned long bits, v;
+	atomic_long_t *w;
+
+	for (g++; g < l->nr; g = round_up(g + 1, LINKS_PER_WORD)) {
+		w = links_word(l, g, false);
+		if (!w)
+			break;
+		v = atomic_long_read(w);
+		/* not linked, or a head: in the even bit of each pair */
+		bits = ((~v | v >> 1) & LINKED_BITS) &
+		       ~links_mask(0, g % LINKS_PER_WORD);
+		if (bits) {
+			g = round_down(g, LINKS_PER_WORD) + __ffs(bits) / 2;
+			break;
+		}
+	}
+	return min(g, l->nr);
 }
 
 /**

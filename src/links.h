@@ -66,8 +66,11 @@ static inline int twostep_links_claim(struct twostep_links *l,
 
 void twostep_links_clear(struct twostep_links *l, unsigned long first,
 			 unsigned long count);
-bool twostep_links_whole(struct twostep_links *l, unsigned long first,
-			 unsigned long count);
+void twostep_links_set_head(struct twostep_links *l, unsigned long g);
+bool twostep_links_inside(struct twostep_links *l, unsigned long g);
+bool twostep_links_linked(struct twostep_links *l, unsigned long g);
+unsigned long twostep_links_head(struct twostep_links *l, unsigned long g);
+unsigned long twostep_links_end(struct twostep_links *l, unsigned long g);
 unsigned long twostep_links_next_run(struct twostep_links *l,
 				     unsigned long from, unsigned long *len);
 

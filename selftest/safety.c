@@ -1,0 +1,486 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * twostep self-test: safety at the edges. An unlink leaves nothing of its
+ * range reachable whatever was linked there, and keeps what lies outside
+ * (large pages split); a link racing a destroy leaves nothing mapped in
+ * freed IOVA; states of any bit pattern are refused; failed attaches,
+ * huge sizes and stale states from an earlier context leave nothing
+ * behind and match nothing.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/completion.h>
+#include <linux/delay.h>
+#include <linux/hmm.h>
+#include <linux/iommu.h>
+#include <linux/kthread.h>
+#include <linux/mm.h>
+#include <linux/panic.h>
+#include <linux/sizes.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+
+#include "helpers.h"
+
+/* ---- unlink coverage ---- */
+
+struct uc {
+	struct ts *t;
+	unsigned int cases;
+	unsigned long left;	/* granules inside an unlinked range mapped */
+	unsigned long lost;	/* granules outside that stopped translating */
+};
+
+/*
+ * After unlinking [lo, hi) (bytes) of a range of @pages pages whose page i
+ * was linked to phys[i] (0: never linked), nothing inside may translate and
+ * everything outside must translate as before.
+ */
+static void uc_check(struct uc *u, const char *name, dma_addr_t addr,
+		     const phys_addr_t *phys, unsigned int pages, size_t lo,
+		     size_t hi)
+{
+	struct iommu_domain *dom = ts_domain(u->t);
+	unsigned long left = 0, lost = 0;
+	unsigned int i;
+	phys_addr_t now;
+
+	for (i = 0; i < pages; i++) {
+		now = iommu_iova_to_phys(dom, addr + (dma_addr_t)i * PAGE_SIZE);
+		if ((size_t)i * PAGE_SIZE >= lo && (size_t)i * PAGE_SIZE < hi)
+			left += !!now;
+		else if (phys[i])
+			lost += now != phys[i];
+	}
+	u->cases++;
+	u->left += left;
+	u->lost += lost;
+	TS_EXPECT(u->t, !left && !lost,
+		  "%s: %lu page(s) inside still mapped, %lu outside lost",
+		  name, left, lost);
+}
+
+/* Pages 0, 1 and 3 linked on their own; unlink(0, 4 pages). */
+static void uc_holes(struct uc *u, struct page *block)
+{
+	struct ts *t = u->t;
+	phys_addr_t phys[4] = { }, base = page_to_phys(block);
+	struct twostep_iova_state st;
+	struct twostep_stats s0, s1;
+	unsigned int i;
+	int ret = 0;
+
+	if (!TS_EXPECT(t, ts_try_alloc(t, &st, 0, 4 * PAGE_SIZE), "try_alloc"))
+		return;
+	for (i = 0; i < 4 && !ret; i++) {
+		if (i == 2)
+			continue;
+		phys[i] = base + i * PAGE_SIZE;
+		ret = twostep_iova_link(t->dev, &st, phys[i], i * PAGE_SIZE,
+					PAGE_SIZE, DMA_BIDIRECTIONAL, 0);
+	}
+	ret = ret ?: twostep_iova_sync(t->dev, &st, 0, 4 * PAGE_SIZE);
+	if (TS_EXPECT(t, !ret, "holes: links %d", ret)) {
+		ts_stats(t, &s0);
+		twostep_iova_unlink(t->dev, &st, 0, 4 * PAGE_SIZE,
+				    DMA_BIDIRECTIONAL, 0);
+		ts_stats(t, &s1);
+		uc_check(u, "holes", st.addr, phys, 4, 0, 4 * PAGE_SIZE);
+		TS_EXPECT(t, s0.linked_granules - s1.linked_granules == 3 &&
+			  s1.misuse == s0.misuse + 1,
+			  "holes: %lu granules unlinked, %lu refusals",
+			  s0.linked_granules - s1.linked_granules,
+			  s1.misuse - s0.misuse);
+		/* the granules are free again */
+		ret = twostep_iova_link(t->dev, &st, base, 0, 4 * PAGE_SIZE,
+					DMA_BIDIRECTIONAL, 0);
+		TS_EXPECT(t, !ret, "holes: relink of the whole range: %d", ret);
+	}
+	twostep_iova_destroy(t->dev, &st, 4 * PAGE_SIZE, DMA_BIDIRECTIONAL, 0);
+}
+
+/*
+ * One link of @n contiguous pages at @off of a range of @pages pages; then
+ * unlink [lo, hi) of the range: a cut link (and, where the link sits on a
+ * large page, a cut large page). Then the rest once more, from a cut.
+ */
+static void uc_cut(struct uc *u, const char *name, phys_addr_t base,
+		   unsigned int pages, unsigned int off, unsigned int n,
+		   size_t lo, size_t hi)
+{
+	struct ts *t = u->t;
+	struct twostep_iova_state st;
+	phys_addr_t *phys;
+	unsigned int i;
+	dma_addr_t addr;
+	int ret;
+
+	phys = kcalloc(pages, sizeof(*phys), GFP_KERNEL);
+	if (!TS_EXPECT(t, phys, "%s: memory", name))
+		return;
+	if (!TS_EXPECT(t, ts_try_alloc(t, &st, 0, (size_t)pages * PAGE_SIZE),
+		       "%s: try_alloc", name))
+		goto out_free;
+	ret = twostep_iova_link(t->dev, &st, base, (size_t)off * PAGE_SIZE,
+				(size_t)n * PAGE_SIZE, DMA_BIDIRECTIONAL, 0);
+	ret = ret ?: twostep_iova_sync(t->dev, &st, 0,
+				       (size_t)pages * PAGE_SIZE);
+	if (!TS_EXPECT(t, !ret, "%s: link %d", name, ret))
+		goto out_destroy;
+	for (i = 0; i < n; i++)
+		phys[off + i] = base + (phys_addr_t)i * PAGE_SIZE;
+	twostep_iova_unlink(t->dev, &st, lo, hi - lo, DMA_BIDIRECTIONAL, 0);
+	uc_check(u, name, st.addr, phys, pages, lo, hi);
+	for (i = 0; i < pages; i++)
+		if ((size_t)i * PAGE_SIZE >= lo && (size_t)i * PAGE_SIZE < hi)
+			phys[i] = 0;
+	/* what is left is made of links that can be cut again */
+	if (lo > (size_t)off * PAGE_SIZE + PAGE_SIZE) {
+		twostep_iova_unlink(t->dev, &st, lo - PAGE_SIZE, PAGE_SIZE,
+				    DMA_BIDIRECTIONAL, 0);
+		uc_check(u, name, st.addr, phys, pages, lo - PAGE_SIZE, lo);
+		phys[lo / PAGE_SIZE - 1] = 0;
+	}
+	if (hi + PAGE_SIZE < (size_t)(off + n) * PAGE_SIZE) {
+		twostep_iova_unlink(t->dev, &st, hi, PAGE_SIZE,
+				    DMA_BIDIRECTIONAL, 0);
+		uc_check(u, name, st.addr, phys, pages, hi, hi + PAGE_SIZE);
+	}
+out_destroy:
+	addr = st.addr;
+	twostep_iova_destroy(t->dev, &st, (size_t)pages * PAGE_SIZE,
+			     DMA_BIDIRECTIONAL, 0);
+	TS_EXPECT(t, !ts_mapped_pages(t, addr, (size_t)pages * PAGE_SIZE),
+		  "%s: mapped after destroy", name);
+out_free:
+	kfree(phys);
+}
+
+/*
+ * An hmm map whose bitmap holds a stray entry (mapped in the bitmap, its
+ * link gone): the range unmap still unmaps every other entry.
+ */
+static void uc_hmm_stray(struct uc *u, struct page *block)
+{
+	struct twostep_hmm_dma_map map;
+	struct ts *t = u->t;
+	phys_addr_t phys[4];
+	unsigned int i;
+	size_t n;
+	int ret;
+
+	ret = twostep_hmm_dma_map_alloc(t->dev, &map, 4, PAGE_SIZE);
+	if (!TS_EXPECT(t, !ret && twostep_use_iova(&map.state),
+		       "hmm: map_alloc %d", ret))
+		return;
+	for (i = 0; i < 4; i++) {
+		phys[i] = page_to_phys(block) + i * PAGE_SIZE;
+		map.pfn_list[i] = (page_to_pfn(block) + i) | HMM_PFN_VALID;
+		TS_EXPECT(t, twostep_hmm_dma_map_pfn(t->dev, &map, i) !=
+			  DMA_MAPPING_ERROR, "hmm: map_pfn %u", i);
+	}
+	/* entry 2 stray: unlinked behind the map's back */
+	twostep_iova_unlink(t->dev, &map.state, 2 * PAGE_SIZE, PAGE_SIZE,
+			    DMA_BIDIRECTIONAL, 0);
+	phys[2] = 0;
+	n = twostep_hmm_dma_unmap_range(t->dev, &map, 0, 4);
+	uc_check(u, "hmm_stray_entry", map.state.addr, phys, 4, 0,
+		 4 * PAGE_SIZE);
+	TS_EXPECT(t, n == 4, "hmm: range unmap said %zu entries", n);
+	for (i = 0; i < 4; i++)
+		TS_EXPECT(t, !twostep_hmm_dma_mapped(&map, i),
+			  "hmm: entry %u still counted mapped", i);
+	twostep_hmm_dma_map_free(t->dev, &map);
+}
+
+static int case_unlink_coverage(struct ts *t)
+{
+	struct page *block, *big;
+	struct uc u = { .t = t };
+
+	block = alloc_pages(GFP_KERNEL, 2);
+	if (!TS_EXPECT(t, block, "pages"))
+		return 0;
+	uc_holes(&u, block);
+	/* 4 KiB pages: a link of 4 cut in its middle, at its start, end */
+	uc_cut(&u, "cut_4k_middle", page_to_phys(block), 4, 0, 4,
+	       PAGE_SIZE, 3 * PAGE_SIZE);
+	uc_cut(&u, "cut_4k_head", page_to_phys(block), 4, 0, 4, 0,
+	       2 * PAGE_SIZE);
+	uc_cut(&u, "cut_4k_tail", page_to_phys(block), 4, 0, 4,
+	       3 * PAGE_SIZE, 4 * PAGE_SIZE);
+	uc_hmm_stray(&u, block);
+
+	big = alloc_pages(GFP_KERNEL | __GFP_NOWARN, get_order(SZ_4M));
+	if (big) {
+		phys_addr_t pb = page_to_phys(big);
+		unsigned int np = SZ_2M / PAGE_SIZE;
+
+		/* a 2 MiB link on a 2 MiB page: one 4 KiB page out of it */
+		uc_cut(&u, "cut_2m_page", pb, 2 * np, 0, np, SZ_1M,
+		       SZ_1M + PAGE_SIZE);
+		/* a link of two 2 MiB pages cut across the boundary */
+		uc_cut(&u, "cut_2m_link", pb, 2 * np, 0, 2 * np,
+		       SZ_2M - 3 * PAGE_SIZE, SZ_2M + 5 * PAGE_SIZE);
+		/* the edge of the unlink inside a large page */
+		uc_cut(&u, "cut_large_page_edge", pb, 2 * np, 0, 2 * np, 0,
+		       SZ_2M + SZ_1M);
+		__free_pages(big, get_order(SZ_4M));
+	} else {
+		ts_diag("no 4 MiB of contiguous memory: large-page cuts not run");
+	}
+	ktap_line("# summary: unlink coverage cases %u left mapped %lu",
+		  u.cases, u.left);
+	TS_EXPECT(t, big, "the large-page cases need 4 MiB of contiguous memory");
+	__free_pages(block, 2);
+	return 0;
+}
+
+/* ---- a link racing a destroy ---- */
+
+struct lr {
+	struct ts *t;
+	spinlock_t lock;		/* @st */
+	struct twostep_iova_state st;
+	phys_addr_t phys;
+	bool stop;
+	unsigned long links;
+	struct completion done;
+};
+
+static int lr_thread(void *data)
+{
+	struct lr *r = data;
+	struct twostep_iova_state st;
+	unsigned int i = 0;
+
+	while (!READ_ONCE(r->stop)) {
+		spin_lock(&r->lock);
+		st = r->st;
+		spin_unlock(&r->lock);
+		if (!twostep_iova_link(r->t->dev, &st, r->phys,
+				       (i++ % 4) * PAGE_SIZE, PAGE_SIZE,
+				       DMA_BIDIRECTIONAL, 0))
+			r->links++;
+		if (!(i & 255))
+			cond_resched();
+	}
+	complete(&r->done);
+	while (!kthread_should_stop())
+		schedule_timeout_interruptible(1);
+	return 0;
+}
+
+static int case_link_vs_destroy(struct ts *t)
+{
+	unsigned int round, rounds = 20000, left = 0;
+	struct twostep_iova_state st;
+	struct task_struct *task;
+	struct page *pg;
+	struct lr r = { .t = t };
+	dma_addr_t addr;
+
+	if (num_online_cpus() < 2) {
+		snprintf(t->skip, sizeof(t->skip), "needs two CPUs");
+		return TS_SKIP;
+	}
+	pg = alloc_page(GFP_KERNEL);
+	if (!TS_EXPECT(t, pg, "page"))
+		return 0;
+	r.phys = page_to_phys(pg);
+	spin_lock_init(&r.lock);
+	init_completion(&r.done);
+	task = kthread_create(lr_thread, &r, "twostep-lr");
+	if (!TS_EXPECT(t, !IS_ERR(task), "kthread"))
+		goto out_page;
+	kthread_bind(task, 1);
+	wake_up_process(task);
+	for (round = 0; round < rounds; round++) {
+		if (!ts_try_alloc(t, &st, 0, 4 * PAGE_SIZE)) {
+			TS_EXPECT(t, 0, "try_alloc in round %u", round);
+			break;
+		}
+		spin_lock(&r.lock);
+		r.st = st;
+		spin_unlock(&r.lock);
+		udelay((round % 7) * 3);
+		addr = st.addr;
+		twostep_iova_destroy(t->dev, &st, 4 * PAGE_SIZE,
+				     DMA_BIDIRECTIONAL, 0);
+		/* nothing of the old range may translate, ever after */
+		left += ts_mapped_pages(t, addr, 4 * PAGE_SIZE);
+		if (!(round & 255))
+			cond_resched();
+	}
+	WRITE_ONCE(r.stop, true);
+	wait_for_completion(&r.done);
+	kthread_stop(task);
+	ktap_line("# summary: link racing destroy rounds %u links %lu left mapped %u",
+		  round, r.links, left);
+	TS_EXPECT(t, !left, "%u page(s) mapped in freed IOVA", left);
+	TS_EXPECT(t, r.links, "the racing thread never linked");
+out_page:
+	__free_page(pg);
+	return 0;
+}
+
+/* ---- states of any bit pattern ---- */
+
+#define FZ_LIVE		4
+#define FZ_CALLS	100000
+
+static int case_fuzz(struct ts *t)
+{
+	struct twostep_iova_state live[FZ_LIVE], st;
+	struct page *block;
+	phys_addr_t phys[FZ_LIVE];
+	u32 seed = t->seed;
+	unsigned int i, k, bad = 0, calls = 0, wrong = 0;
+	bool warned = test_taint(TAINT_WARN);
+	int ret;
+
+	block = alloc_pages(GFP_KERNEL, 2);
+	if (!TS_EXPECT(t, block, "pages"))
+		return 0;
+	for (k = 0; k < FZ_LIVE; k++) {
+		phys[k] = page_to_phys(block) + k * PAGE_SIZE;
+		if (!ts_try_alloc(t, &live[k], 0, PAGE_SIZE) ||
+		    twostep_iova_link(t->dev, &live[k], phys[k], 0, PAGE_SIZE,
+				      DMA_BIDIRECTIONAL, 0) ||
+		    twostep_iova_sync(t->dev, &live[k], 0, PAGE_SIZE)) {
+			TS_EXPECT(t, 0, "live range %u", k);
+			goto out;
+		}
+	}
+	for (i = 0; i < FZ_CALLS; i++) {
+		u64 r = (u64)ts_rand(&seed) << 32 | ts_rand(&seed);
+		size_t off = ts_rand(&seed) % 3 ? ts_rand(&seed) % (2 * PAGE_SIZE) :
+			     (size_t)r;
+		size_t size = ts_rand(&seed) % 3 ? 1 + ts_rand(&seed) % PAGE_SIZE :
+			      (size_t)(r >> 7);
+
+		/* a live state with bits changed, or noise */
+		st = live[ts_rand(&seed) % FZ_LIVE];
+		switch (ts_rand(&seed) % 5) {
+		case 0:
+			st.__size |= BIT_ULL(63);
+			break;
+		case 1:
+			st.__size ^= (u64)(ts_rand(&seed) | 1) << 48;
+			break;
+		case 2:
+			st.__size = r;
+			break;
+		case 3:
+			st.addr ^= (dma_addr_t)(ts_rand(&seed) | 1) << 12;
+			break;
+		default:
+			st.addr = r;
+			st.__size = ((u64)ts_rand(&seed) << 32) | ts_rand(&seed);
+			break;
+		}
+		calls++;
+		switch (ts_rand(&seed) % 5) {
+		case 0:
+			ret = twostep_iova_link(t->dev, &st, phys[0], off, size,
+						DMA_BIDIRECTIONAL, 0);
+			wrong += ret != -ENOENT;
+			break;
+		case 1:
+			ret = twostep_iova_sync(t->dev, &st, off, size);
+			wrong += ret != -ENOENT;
+			break;
+		case 2:
+			twostep_iova_unlink(t->dev, &st, off, size,
+					    DMA_BIDIRECTIONAL, 0);
+			break;
+		case 3:
+			twostep_iova_destroy(t->dev, &st, size,
+					     DMA_BIDIRECTIONAL, 0);
+			break;
+		default:
+			twostep_iova_free(t->dev, &st);
+			break;
+		}
+		if (!(i & 1023))
+			cond_resched();
+	}
+	for (k = 0; k < FZ_LIVE; k++)
+		bad += iommu_iova_to_phys(ts_domain(t), live[k].addr) !=
+		       phys[k] || !twostep_use_iova(&live[k]);
+	ktap_line("# summary: fuzz calls %u oops 0 warnings %d live ranges %s",
+		  calls, !warned && test_taint(TAINT_WARN),
+		  bad ? "damaged" : "intact");
+	TS_EXPECT(t, !wrong, "%u calls with a forged state not refused with -ENOENT",
+		  wrong);
+	TS_EXPECT(t, !bad, "%u live range(s) damaged", bad);
+	TS_EXPECT(t, warned || !test_taint(TAINT_WARN), "a warning");
+out:
+	for (k = 0; k < FZ_LIVE; k++)
+		if (twostep_use_iova(&live[k]))
+			twostep_iova_destroy(t->dev, &live[k], PAGE_SIZE,
+					     DMA_BIDIRECTIONAL, 0);
+	__free_pages(block, 2);
+	return 0;
+}
+
+/* ---- lifecycle edges ---- */
+
+static int case_lifecycle_edges(struct ts *t)
+{
+	struct twostep_iova_state st, stale;
+	struct page *pg = alloc_page(GFP_KERNEL);
+	ktime_t t0;
+	bool ok;
+	int ret;
+
+	if (!TS_EXPECT(t, pg, "page"))
+		return 0;
+	/* a failed attach leaves the device as it was */
+	twostep_detach(t->dev);
+	ret = twostep_attach(t->dev, 1ULL << 62, 0);
+	TS_EXPECT(t, ret == -ENOSPC, "attach of 2^62 bytes: %d", ret);
+	ret = twostep_attach(t->dev, 0, 0);
+	TS_EXPECT(t, !ret, "attach after a failed attach: %d", ret);
+
+	/* a state from before a detach matches nothing after it */
+	if (TS_EXPECT(t, ts_try_alloc(t, &st, 0, PAGE_SIZE), "try_alloc")) {
+		stale = st;
+		twostep_iova_destroy(t->dev, &st, 0, DMA_BIDIRECTIONAL, 0);
+		twostep_detach(t->dev);
+		ok = ts_try_alloc(t, &st, 0, PAGE_SIZE);
+		TS_EXPECT(t, ok, "try_alloc after detach");
+		ret = twostep_iova_link(t->dev, &stale, page_to_phys(pg), 0,
+					PAGE_SIZE, DMA_BIDIRECTIONAL, 0);
+		TS_EXPECT(t, ret == -ENOENT,
+			  "stale state from the last context: link %d (same bits as the new one: %d)",
+			  ret, ok && !memcmp(&st, &stale, sizeof(st)));
+		if (ok)
+			twostep_iova_destroy(t->dev, &st, ret ? 0 : PAGE_SIZE,
+					     DMA_BIDIRECTIONAL, 0);
+	}
+
+	/* huge sizes are refused at once, costing nothing */
+	t0 = ktime_get();
+	ok = twostep_iova_try_alloc(t->dev, &st, 0, 1ULL << 47) ||
+	     twostep_iova_try_alloc(t->dev, &st, 0, 16ULL << 40) ||
+	     twostep_iova_try_alloc(t->dev, &st, 0,
+				    TWOSTEP_IOVA_MAX_SIZE + PAGE_SIZE);
+	TS_EXPECT(t, !ok, "a try_alloc above %llu bytes said true",
+		  TWOSTEP_IOVA_MAX_SIZE);
+	if (ok)
+		twostep_iova_free(t->dev, &st);
+	ts_diag("try_alloc of 2^47, 16 TiB, 64 GiB + 4 KiB: false in %lld us",
+		ktime_us_delta(ktime_get(), t0));
+	__free_page(pg);
+	return 0;
+}
+
+const struct ts_case ts_safety_cases[] = {
+	{ "unlink_coverage", case_unlink_coverage, true },
+	{ "link_vs_destroy", case_link_vs_destroy, true },
+	{ "fuzz", case_fuzz, true },
+	{ "lifecycle_edges", case_lifecycle_edges, true },
+};
+
+const unsigned int ts_safety_ncases = ARRAY_SIZE(ts_safety_cases);
