@@ -25,11 +25,22 @@
  *   -ERANGE  the range overflows or reaches past the allocation
  *   -EBUSY   the range overlaps a range that is already linked
  * The void calls report bad input with a rate-limited kernel log line and
- * count it in &struct twostep_stats.misuse. unlink() then returns without
- * touching any mapping. free() and destroy() of a live state always unmap
- * and free all of it, so that nothing stays mapped or allocated: links
- * left past @mapped_len (or any, for free()) and a @mapped_len past the
- * allocation are bad input, counted, and cleaned up all the same.
+ * count it in &struct twostep_stats.misuse. They never leave less unmapped
+ * than upstream would, since the caller frees its pages next: unlink()
+ * unmaps whatever its range covers inside the allocation (also when part
+ * of the range is not linked or lies past the allocation: both counted),
+ * and touches nothing outside the allocation. free() and destroy() of a
+ * live state always unmap and free all of it, so that nothing stays
+ * mapped or allocated: links left past @mapped_len (or any, for free())
+ * and a @mapped_len past the allocation are bad input, counted, and
+ * cleaned up all the same. A state of any bit pattern that is not a live
+ * allocation of the device is refused (-ENOENT, or counted for the void
+ * calls) without being dereferenced.
+ *
+ * What twostep reserves goes back: a chunk of the reservation that has
+ * been wholly free for a second is returned to the DMA API (a device keeps
+ * at most 4 MiB of such chunks), and no chunk takes more than 1/64 of what
+ * the device's DMA mask can address (or 256 MiB) unless one range needs it.
  */
 #ifndef _TWOSTEP_H
 #define _TWOSTEP_H
@@ -54,7 +65,13 @@ struct device;
  * -ENOENT, also when a later allocation got the same address and size:
  * slots are handed out round robin among a device's 32768, so a stale copy
  * could only match once its slot came round again, at least 32768 - L
- * allocations later (L: the device's live allocations then).
+ * allocations later (L: the device's live allocations then). The round
+ * robin goes on across twostep_detach() and driver unbinding, so a state
+ * from before them is no more likely to match; it restarts only when the
+ * device is removed or twostep is unloaded.
+ *
+ * Code that reads @__size directly (wrong with upstream's API too) sees
+ * the slot number above the size.
  */
 struct twostep_iova_state {
 	dma_addr_t addr;
@@ -93,7 +110,8 @@ static inline size_t twostep_iova_size(const struct twostep_iova_state *state)
 
 /**
  * struct twostep_stats - live figures of one device
- * @reserved: bytes of IOVA reserved from the DMA API for the device
+ * @reserved: bytes of IOVA reserved from the DMA API for the device now
+ *            (it shrinks when wholly free chunks are given back)
  * @chunks: number of reserved chunks
  * @granule: IOVA granule in bytes
  * @live_allocs: IOVA ranges allocated and not yet freed
@@ -219,11 +237,21 @@ void twostep_debug_fail(enum twostep_fail what, unsigned int nth);
  * twostep cannot tell, and always leaves growth to the worker (use
  * twostep_attach() to reserve up front there).
  *
+ * A growth reserves at least @size bytes (rounded up to 2 MiB), and a
+ * growth a call in atomic context left to the worker reserves just what it
+ * asked for. Growth runs in a memalloc_noio scope, and the other
+ * allocations of a call that may sleep use GFP_NOIO: try_alloc may enter
+ * reclaim that does no I/O and wait for the DMA API's own locks, never for
+ * I/O, so it may be called from writeback, swap and dma-fence signalling
+ * paths. The range is aligned to its size rounded up to a power of two,
+ * as upstream aligns it: it never crosses a boundary of that size.
+ *
  * Context: any context.
  * Return: true when the range is allocated; false when the caller must use
  * the regular DMA API instead (no translating domain, size 0, size with bit
- * 63 set, 2^48 bytes or more, no space under the device's DMA mask, no
- * space yet in atomic context, or 32768 ranges of the device live already).
+ * 63 set, more than TWOSTEP_IOVA_MAX_SIZE bytes, no space under the
+ * device's DMA mask, no space yet in atomic context, or 32768 ranges of
+ * the device live already).
  */
 bool twostep_iova_try_alloc(struct device *dev,
 			    struct twostep_iova_state *state,
@@ -237,7 +265,9 @@ bool twostep_iova_try_alloc(struct device *dev,
  * Undoes twostep_iova_try_alloc(); every link should be unlinked first.
  * Ranges still linked are reported (counted in &twostep_stats.misuse),
  * unmapped, and the range freed anyway, so the device is never left able
- * to reach memory through a freed range.
+ * to reach memory through a freed range. The range is marked dead before
+ * it is torn down: a link or unlink racing with it (the caller's bug)
+ * fails with -ENOENT or is waited for, and leaves nothing mapped.
  * @state is cleared.
  *
  * Context: any context.
@@ -295,9 +325,16 @@ int twostep_iova_sync(struct device *dev, struct twostep_iova_state *state,
  *       is accepted
  * @attrs: DMA attributes used for the links
  *
- * The range must be made of whole links. It is unmapped with one gathered
- * IOTLB flush; when this returns the device can no longer reach it. The IOVA
- * range itself stays allocated.
+ * Every granule the range touches is unmapped, whatever is or is not linked
+ * there, with one gathered IOTLB flush; when this returns the device can
+ * no longer reach any of it. A link that crosses an end of the range keeps
+ * its part outside mapped, to the same pages, and goes on as a link of its
+ * own (where it was mapped with a page larger than a granule, that page
+ * is split: the link is unmapped and its outside part mapped again). A
+ * range that is not wholly linked, or reaches past the allocation, is
+ * reported and counted as bad input, and what it covers inside the
+ * allocation is unmapped all the same. The IOVA range itself stays
+ * allocated.
  *
  * Context: any context.
  */
@@ -359,12 +396,13 @@ struct twostep_hmm_dma_map {
  * twostep_hmm_dma_map_alloc - set up the DMA mapping of a mirrored range
  * @dev: device
  * @map: filled in; zeroed first
- * @nr_entries: entries in the range
+ * @nr_entries: pages (PAGE_SIZE) in the range, as upstream counts them
  * @dma_entry_size: bytes per entry: PAGE_SIZE or a larger power of two
  *
  * As upstream's hmm_dma_map_alloc(): one IOVA range of @nr_entries *
- * @dma_entry_size bytes when the device translates, otherwise a
- * @dma_list for dma_map_page() of each entry. Pages are mapped as the
+ * PAGE_SIZE bytes when the device translates, otherwise a @dma_list for
+ * dma_map_page() of each entry. The map has @nr_entries * PAGE_SIZE /
+ * @dma_entry_size entries. Pages are mapped as the
  * CPU finds them, with no ownership hand-over, so devices that need CPU
  * cache syncs or bounce buffering are refused.
  *

@@ -239,7 +239,7 @@ ts_config() {
 	TS_DMAR=0
 	TS_SMP=$TS_SMP_DEFAULT
 	TS_EDU_BITS=64
-	TS_SUMMARIES="bad inputs handled|unauthorized accesses blocked|stress ops|neighbour rounds|largest range|unlink coverage cases|link racing destroy|fuzz calls"
+	TS_SUMMARIES="bad inputs handled|unauthorized accesses blocked|stress ops|neighbour rounds|largest range|unlink coverage cases|link racing destroy|fuzz calls|give-back"
 	TS_EXAMPLE=1
 	TS_ODP_OPS="" TS_ODP_TRACE=0
 	case "$1" in

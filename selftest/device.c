@@ -565,7 +565,8 @@ static int gr_peer_write(struct edu_dev *peer, u8 *probe, dma_addr_t probe_dma,
 static int case_group_classic(struct ts *t)
 {
 	struct device *pdev = t->peer ? &t->peer->pdev->dev : NULL;
-	const unsigned int nmaps = 64, rounds = 16, n = 8;
+	/* 1024 classic addresses live at the same time, four times over */
+	const unsigned int nmaps = 1024, rounds = 4, n = 8;
 	unsigned int i, r, addrs = 0, overlaps = 0, bad = 0;
 	struct iommu_group *g0 = NULL, *g1 = NULL;
 	dma_addr_t *classic, probe_dma = 0;
@@ -608,22 +609,20 @@ static int case_group_classic(struct ts *t)
 			if (ts_in_chunks(t->dev, classic[i], PAGE_SIZE))
 				overlaps++;
 		}
-		/* every few rounds, real data through both devices */
-		if (r % 4 == 0) {
-			for (i = 0; i < sizeof(buf); i++)
-				buf[i] = ts_pat(t->seed + 60 + r, i);
-			ret = gr_peer_write(t->peer, probe, probe_dma,
-					    classic[r % nmaps] + 64, buf,
-					    sizeof(buf));
-			if (ret || memcmp(page_address(cpage) + 64, buf,
-					  sizeof(buf)))
-				bad++;
-			ret = ts_dev_read(t, m[r % 4].st.addr + PAGE_SIZE - 50,
-					  sizeof(buf), buf);
-			if (ret || !ts_pages_match(&m[r % 4].p, PAGE_SIZE - 50,
-						   buf, sizeof(buf)))
-				bad++;
-		}
+		/* real data through both devices */
+		for (i = 0; i < sizeof(buf); i++)
+			buf[i] = ts_pat(t->seed + 60 + r, i);
+		ret = gr_peer_write(t->peer, probe, probe_dma,
+				    classic[r % nmaps] + 64, buf,
+				    sizeof(buf));
+		if (ret || memcmp(page_address(cpage) + 64, buf,
+				  sizeof(buf)))
+			bad++;
+		ret = ts_dev_read(t, m[r % 4].st.addr + PAGE_SIZE - 50,
+				  sizeof(buf), buf);
+		if (ret || !ts_pages_match(&m[r % 4].p, PAGE_SIZE - 50,
+					   buf, sizeof(buf)))
+			bad++;
 		for (i = 0; i < nmaps; i++)
 			if (classic[i])
 				dma_unmap_page(pdev, classic[i], PAGE_SIZE,

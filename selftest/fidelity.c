@@ -568,8 +568,8 @@ out_put:
 
 /*
  * Unlink over a hole: four links, page 1 unlinked, then the whole range.
- * twostep unmaps every linked page the range covers; which pages upstream
- * leaves depends on how its unmap meets the hole.
+ * twostep unmaps every linked page the range covers; upstream's unmap
+ * stops at the hole (7.3: WARN, the pages after it stay mapped).
  */
 static int fid_unlink_hole(struct ts *t, const struct fid_backend *b,
 			   char *out)
@@ -833,8 +833,9 @@ const struct ts_case ts_fidelity_cases[] = {
 	    "on an IOMMU with 8 KiB pages upstream WARNs and unmaps nothing; twostep splits the page and unmaps the half",
 	    /* upstream cannot split the 8 KiB page: WARNs, unmaps nothing */
 	    "second_page=translating"),
-	FID("unlink_over_hole", fid_unlink_hole, "translating=0000", NULL,
-	    NULL),
+	FID("unlink_over_hole", fid_unlink_hole, "translating=0011",
+	    "translating=0000",
+	    "upstream WARNs and stops at the hole, leaving the links after it mapped; twostep unmaps every linked page the range covers (counted as bad input)"),
 	FID("alloc_size_aligned", fid_alloc_aligned,
 	    "crossing_64k=0 misaligned=0", NULL, NULL),
 	FID("destroy_unmaps_all", fid_destroy_all, "translating=0000", NULL,

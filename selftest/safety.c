@@ -11,6 +11,7 @@
 
 #include <linux/completion.h>
 #include <linux/delay.h>
+#include <linux/dma-mapping.h>
 #include <linux/hmm.h>
 #include <linux/iommu.h>
 #include <linux/kthread.h>
@@ -424,6 +425,104 @@ out:
 	return 0;
 }
 
+/* ---- what twostep reserves goes back ---- */
+
+#define GB_MAX_MAPS	2048	/* 2 MiB mappings: 4 GiB */
+#define GB_MAX_RANGES	512	/* 16 MiB ranges: 8 GiB */
+
+/* Bytes of 2 MiB classic mappings that fit for @dev now; all unmapped. */
+static u64 gb_classic(struct device *dev, struct page *blk, dma_addr_t *addr)
+{
+	unsigned int n, k;
+
+	for (n = 0; n < GB_MAX_MAPS; n++) {
+		addr[n] = dma_map_page_attrs(dev, blk, 0, SZ_2M, DMA_TO_DEVICE,
+					     DMA_ATTR_SKIP_CPU_SYNC |
+					     DMA_ATTR_NO_WARN);
+		if (dma_mapping_error(dev, addr[n]))
+			break;
+	}
+	for (k = 0; k < n; k++)
+		dma_unmap_page_attrs(dev, addr[k], SZ_2M, DMA_TO_DEVICE,
+				     DMA_ATTR_SKIP_CPU_SYNC);
+	/* a lazy domain frees the addresses when its flush queue drains */
+	msleep(100);
+	return (u64)n * SZ_2M;
+}
+
+/*
+ * A 32-bit device: what fits of classic mappings before a burst of
+ * two-step ranges that fills the space, and after all of them are freed
+ * and twostep's idle delay has passed. @classic does the classic mappings:
+ * the device itself or another device of its IOMMU group.
+ */
+static void gb_round(struct ts *t, struct device *classic, const char *who)
+{
+	struct twostep_iova_state *st;
+	struct twostep_stats s;
+	struct page *blk;
+	dma_addr_t *addr;
+	u64 before, after, peak = 0, chunk_max = 0, start, size;
+	u64 mask = dma_get_mask(t->dev), cmask = dma_get_mask(classic);
+	unsigned int n, i;
+
+	blk = alloc_pages(GFP_KERNEL | __GFP_NOWARN, get_order(SZ_2M));
+	addr = kcalloc(GB_MAX_MAPS, sizeof(*addr), GFP_KERNEL);
+	st = kcalloc(GB_MAX_RANGES, sizeof(*st), GFP_KERNEL);
+	if (!TS_EXPECT(t, blk && addr && st, "%s: memory", who))
+		goto out_free;
+	if (!TS_EXPECT(t, !dma_set_mask(t->dev, DMA_BIT_MASK(32)) &&
+		       !dma_set_mask(classic, DMA_BIT_MASK(32)),
+		       "%s: 32-bit masks", who))
+		goto out_mask;
+	before = gb_classic(classic, blk, addr);
+	for (n = 0; n < GB_MAX_RANGES; n++) {
+		if (!twostep_iova_try_alloc(t->dev, &st[n], 0, SZ_16M))
+			break;
+		ts_stats(t, &s);
+		peak = max(peak, s.reserved);
+	}
+	for (i = 0; twostep_get_chunk(t->dev, i, &start, &size) == 0; i++)
+		chunk_max = max(chunk_max, size);
+	for (i = 0; i < n; i++)
+		twostep_iova_free(t->dev, &st[i]);
+	/* twostep's idle delay, and a lazy domain's flush queue */
+	msleep(2500);
+	ts_stats(t, &s);
+	after = gb_classic(classic, blk, addr);
+	ktap_line("# summary: give-back before %llu MiB after %llu MiB peak %llu MiB reserved %llu MiB",
+		  before >> 20, after >> 20, peak >> 20, s.reserved >> 20);
+	ts_diag("%s: %u ranges of 16 MiB in the burst, largest chunk %llu MiB",
+		who, n, chunk_max >> 20);
+	TS_EXPECT(t, n > 0 && before >= SZ_1G,
+		  "%s: %u ranges, %llu MiB of classic mappings", who, n,
+		  before >> 20);
+	TS_EXPECT(t, after * 100 >= before * 95,
+		  "%s: after the burst %llu MiB fit, before %llu MiB", who,
+		  after >> 20, before >> 20);
+	/* no chunk takes a large share of a 32-bit space */
+	TS_EXPECT(t, chunk_max <= SZ_64M, "%s: a chunk of %llu MiB", who,
+		  chunk_max >> 20);
+out_mask:
+	dma_set_mask(t->dev, mask);
+	dma_set_mask(classic, cmask);
+out_free:
+	kfree(st);
+	kfree(addr);
+	if (blk)
+		__free_pages(blk, get_order(SZ_2M));
+}
+
+static int case_give_back(struct ts *t)
+{
+	struct device *peer = t->peer ? &t->peer->pdev->dev : NULL;
+
+	gb_round(t, t->dev, "same device");
+	if (peer && iommu_get_domain_for_dev(peer) == ts_domain(t))
+		gb_round(t, peer, "other device of the group");
+	return 0;
+}
+
 /* ---- lifecycle edges ---- */
 
 static int case_lifecycle_edges(struct ts *t)
@@ -480,6 +579,7 @@ const struct ts_case ts_safety_cases[] = {
 	{ "unlink_coverage", case_unlink_coverage, true },
 	{ "link_vs_destroy", case_link_vs_destroy, true },
 	{ "fuzz", case_fuzz, true },
+	{ "give_back", case_give_back, true },
 	{ "lifecycle_edges", case_lifecycle_edges, true },
 };
 

@@ -27,6 +27,17 @@
 
 #define TWOSTEP_CHUNK_FIRST	SZ_4M
 #define TWOSTEP_CHUNK_MAX	SZ_256M
+/* Wholly free chunks a device keeps, in bytes: the first growth's size. */
+#define TWOSTEP_KEEP_FREE	SZ_4M
+/*
+ * How long a chunk stays wholly free before it goes back to the DMA API:
+ * long enough that a burst of allocations and frees does not reserve and
+ * return the same space over and over (a reservation costs 0.1-3 ms), short
+ * enough that the space is back before another device misses it.
+ */
+#define TWOSTEP_GIVE_BACK_DELAY	HZ
+/* &twostep_chunk.free of a chunk being given back: no allocation fits */
+#define TWOSTEP_CHUNK_CLOSED	(LONG_MIN / 2)
 
 LIST_HEAD(twostep_ctxs);
 DEFINE_SPINLOCK(twostep_ctxs_lock);
@@ -44,6 +55,7 @@ static atomic_t twostep_live_contexts = ATOMIC_INIT(0);
 static atomic_t twostep_live_allocs = ATOMIC_INIT(0);
 static atomic_t twostep_live_chunks = ATOMIC_INIT(0);
 static atomic_t twostep_misuse_all = ATOMIC_INIT(0);
+static atomic64_t twostep_reserved_all = ATOMIC64_INIT(0);
 
 static int twostep_counter_get(char *buf, const struct kernel_param *kp)
 {
@@ -52,6 +64,15 @@ static int twostep_counter_get(char *buf, const struct kernel_param *kp)
 
 static const struct kernel_param_ops twostep_counter_ops = {
 	.get = twostep_counter_get,
+};
+
+static int twostep_counter64_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%lld\n", atomic64_read(kp->arg));
+}
+
+static const struct kernel_param_ops twostep_counter64_ops = {
+	.get = twostep_counter64_get,
 };
 
 module_param_cb(live_contexts, &twostep_counter_ops, &twostep_live_contexts,
@@ -63,6 +84,9 @@ MODULE_PARM_DESC(live_allocs, "IOVA ranges allocated and not yet freed");
 module_param_cb(live_chunks, &twostep_counter_ops, &twostep_live_chunks,
 		0444);
 MODULE_PARM_DESC(live_chunks, "chunks of IOVA reserved from the DMA API");
+module_param_cb(reserved_bytes, &twostep_counter64_ops, &twostep_reserved_all,
+		0444);
+MODULE_PARM_DESC(reserved_bytes, "bytes of IOVA reserved from the DMA API now");
 module_param_cb(refused_calls, &twostep_counter_ops, &twostep_misuse_all,
 		0444);
 MODULE_PARM_DESC(refused_calls, "calls with bad input (refused or cleaned up)");
@@ -142,6 +166,7 @@ static int twostep_dev_check(struct device *dev, struct iommu_domain **domp)
 }
 
 static void twostep_grow_work(struct work_struct *work);
+static void twostep_shrink_work(struct work_struct *work);
 
 /* Free a context's memory; it holds no allocation and no chunk. */
 static void twostep_ctx_free(struct twostep_ctx *ctx)
@@ -263,6 +288,7 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 				 ctx->next_chunk, TWOSTEP_CHUNK_MAX);
 	mutex_init(&ctx->grow_lock);
 	INIT_WORK(&ctx->grow_work, twostep_grow_work);
+	INIT_DELAYED_WORK(&ctx->shrink_work, twostep_shrink_work);
 	spin_lock_init(&ctx->slot_lock);
 	hint = xa_load(&twostep_slot_hints, (unsigned long)dev);
 	if (hint)
@@ -332,7 +358,8 @@ static int twostep_ctx_grow(struct twostep_ctx *ctx, u64 need,
 	reach = dma_get_mask(ctx->dev);
 	if (ctx->domain->geometry.force_aperture)
 		reach = min_t(u64, reach, ctx->domain->geometry.aperture_end);
-	if (need - 1 > reach)
+	/* nor more than twostep serves in one range: the cost is bounded */
+	if (need - 1 > reach || need > TWOSTEP_IOVA_MAX_SIZE + block)
 		return -ENOSPC;
 	noio = memalloc_noio_save();
 	mutex_lock(&ctx->grow_lock);
@@ -358,11 +385,13 @@ static int twostep_ctx_grow(struct twostep_ctx *ctx, u64 need,
 	c->start = start;
 	c->size = size;
 	c->last_pfn = (start + (size - 1)) >> ctx->shift;
-	atomic_long_set(&c->free, size >> ctx->shift);
+	c->nr = size >> ctx->shift;
+	atomic_long_set(&c->free, c->nr);
 	init_iova_domain(&c->iovad, 1UL << ctx->shift, start >> ctx->shift);
 	list_add_tail_rcu(&c->node, &ctx->chunks);
 	WRITE_ONCE(ctx->nchunks, ctx->nchunks + 1);
 	WRITE_ONCE(ctx->reserved, ctx->reserved + size);
+	atomic64_add(size, &twostep_reserved_all);
 	atomic_inc(&twostep_live_chunks);
 	if (size >= ctx->next_chunk)
 		ctx->next_chunk = min(ctx->next_chunk * 2, ctx->chunk_max);
@@ -406,6 +435,65 @@ static void twostep_grow_work(struct work_struct *work)
 		twostep_ctx_grow(ctx, want, READ_ONCE(ctx->nchunks), true);
 }
 
+/* Give one chunk back to the DMA API; it is off the list, unseen by all. */
+static void twostep_chunk_put(struct twostep_ctx *ctx, struct twostep_chunk *c)
+{
+	put_iova_domain(&c->iovad);
+	twostep_unreserve(ctx->dev, ctx->domain, c->start, c->size);
+	atomic64_sub(c->size, &twostep_reserved_all);
+	atomic_dec(&twostep_live_chunks);
+	kfree(c);
+}
+
+/*
+ * Chunks that stayed wholly free go back to the DMA API, but for
+ * TWOSTEP_KEEP_FREE bytes of them, so that a device that keeps using
+ * twostep does not reserve afresh for every burst.
+ */
+static void twostep_shrink_work(struct work_struct *work)
+{
+	struct twostep_ctx *ctx = container_of(to_delayed_work(work),
+					       struct twostep_ctx,
+					       shrink_work);
+	unsigned long limit = twostep_limit_pfn(ctx);
+	struct twostep_chunk *c, *next;
+	unsigned int noio;
+	LIST_HEAD(gone);
+	u64 kept = 0;
+
+	noio = memalloc_noio_save();
+	mutex_lock(&ctx->grow_lock);
+	list_for_each_entry_safe(c, next, &ctx->chunks, node) {
+		if (atomic_long_read(&c->free) != c->nr)
+			continue;
+		/* keep a small chunk the device can still use */
+		if (c->last_pfn <= limit && kept + c->size <= TWOSTEP_KEEP_FREE) {
+			kept += c->size;
+			continue;
+		}
+		/* only while no allocation holds or counts on it */
+		if (atomic_long_cmpxchg(&c->free, c->nr,
+					TWOSTEP_CHUNK_CLOSED) != c->nr)
+			continue;
+		list_del_rcu(&c->node);
+		list_add(&c->gone, &gone);
+		WRITE_ONCE(ctx->nchunks, ctx->nchunks - 1);
+		WRITE_ONCE(ctx->reserved, ctx->reserved - c->size);
+		ctx->next_chunk = max3(ctx->next_chunk / 2,
+				       (u64)TWOSTEP_CHUNK_FIRST,
+				       twostep_reserve_block());
+	}
+	mutex_unlock(&ctx->grow_lock);
+	if (!list_empty(&gone)) {
+		/* allocators walk the list under RCU */
+		synchronize_rcu();
+		list_for_each_entry_safe(c, next, &gone, gone)
+			twostep_chunk_put(ctx, c);
+		iommu_flush_iotlb_all(ctx->domain);
+	}
+	memalloc_noio_restore(noio);
+}
+
 /* Take @nr granules from the first chunk under the mask that has them. */
 static struct iova *twostep_chunk_alloc(struct twostep_ctx *ctx,
 					unsigned long nr,
@@ -420,6 +508,11 @@ static struct iova *twostep_chunk_alloc(struct twostep_ctx *ctx,
 		/* a chunk reserved under a wider mask than today's is skipped */
 		if (atomic_long_read(&c->free) < nr || c->last_pfn > limit)
 			continue;
+		/* count first: a chunk is given back only at its full count */
+		if (atomic_long_sub_return(nr, &c->free) < 0) {
+			atomic_long_add(nr, &c->free);
+			continue;
+		}
 		/*
 		 * Size-aligned, as upstream's allocator gives every range: a
 		 * range never crosses a boundary of its size rounded up to a
@@ -428,10 +521,10 @@ static struct iova *twostep_chunk_alloc(struct twostep_ctx *ctx,
 		 */
 		iova = alloc_iova(&c->iovad, nr, c->last_pfn, true);
 		if (iova) {
-			atomic_long_sub(nr, &c->free);
 			*chunkp = c;
 			break;
 		}
+		atomic_long_add(nr, &c->free);
 	}
 	rcu_read_unlock();
 	return iova;
@@ -579,7 +672,10 @@ static unsigned long twostep_alloc_release(struct twostep_ctx *ctx,
 	if (total)
 		iommu_iotlb_sync(ctx->domain, &gather);
 	__free_iova(&a->chunk->iovad, a->iova);
-	atomic_long_add(a->nr, &a->chunk->free);
+	if (atomic_long_add_return(a->nr, &a->chunk->free) == a->chunk->nr &&
+	    !READ_ONCE(ctx->dying))
+		mod_delayed_work(system_unbound_wq, &ctx->shrink_work,
+				 TWOSTEP_GIVE_BACK_DELAY);
 	twostep_slot_put(ctx, a->slot);
 	atomic_dec(&twostep_live_allocs);
 	atomic_long_dec(&ctx->live_allocs);
@@ -672,16 +768,21 @@ static void twostep_ctx_destroy(struct twostep_ctx *ctx, const char *why,
 	}
 	/* teardowns left to RCU use the chunks and the domain */
 	rcu_barrier();
+	WRITE_ONCE(ctx->dying, true);
+	cancel_delayed_work_sync(&ctx->shrink_work);
 	if (left)
 		dev_warn(ctx->dev, "twostep: %s: %lu live allocation(s) with %lu linked granule(s) unmapped and freed\n",
 			 why, left, granules);
 	list_for_each_entry_safe(c, next, &ctx->chunks, node) {
 		list_del(&c->node);
-		put_iova_domain(&c->iovad);
-		twostep_unreserve(ctx->dev, ctx->domain, c->start, c->size);
-		atomic_dec(&twostep_live_chunks);
-		kfree(c);
+		twostep_chunk_put(ctx, c);
 	}
+	/*
+	 * A lazy domain flushes its IOTLB for what went back later: do it
+	 * now, so that no stale entry reaches the zero block once it is
+	 * freed at unload.
+	 */
+	iommu_flush_iotlb_all(ctx->domain);
 	atomic_dec(&twostep_live_contexts);
 	if (keep_hint)
 		xa_store(&twostep_slot_hints, (unsigned long)ctx->dev,
@@ -854,12 +955,27 @@ EXPORT_SYMBOL_GPL(twostep_get_chunk);
 static int twostep_bus_notify(struct notifier_block *nb, unsigned long action,
 			      void *data)
 {
-	if (action == BUS_NOTIFY_UNBOUND_DRIVER) {
-		twostep_ctx_remove(data, "driver unbound", true);
-	} else if (action == BUS_NOTIFY_DEL_DEVICE) {
-		twostep_ctx_remove(data, "device removed", false);
+	struct device *dev = data;
+
+	switch (action) {
+	case BUS_NOTIFY_UNBOUND_DRIVER:
+		/* after the driver's remove(): its DMA is over */
+		twostep_ctx_remove(dev, "driver unbound", true);
+		break;
+	case BUS_NOTIFY_DRIVER_NOT_BOUND:
+		/* a probe failed (or deferred) after using twostep */
+		twostep_ctx_remove(dev, "probe failed", true);
+		break;
+	case BUS_NOTIFY_DEL_DEVICE:
+		/*
+		 * Sent before the driver's remove(), while DMA may be in
+		 * flight: a bound device is left to the unbind that follows.
+		 */
+		if (!READ_ONCE(dev->driver))
+			twostep_ctx_remove(dev, "device removed", false);
 		/* a new device may come at the same address */
-		xa_erase(&twostep_slot_hints, (unsigned long)data);
+		xa_erase(&twostep_slot_hints, (unsigned long)dev);
+		break;
 	}
 	return NOTIFY_DONE;
 }
@@ -906,8 +1022,7 @@ static void __exit twostep_exit(void)
 	struct twostep_ctx *ctx;
 	unsigned long flags;
 
-	bus_unregister_notifier(&platform_bus_type, &twostep_platform_nb);
-	bus_unregister_notifier(&pci_bus_type, &twostep_pci_nb);
+	/* contexts first: a device removed meanwhile is still heard of */
 	for (;;) {
 		spin_lock_irqsave(&twostep_ctxs_lock, flags);
 		ctx = list_first_entry_or_null(&twostep_ctxs,
@@ -920,6 +1035,8 @@ static void __exit twostep_exit(void)
 		synchronize_rcu();
 		twostep_ctx_destroy(ctx, "unload", false);
 	}
+	bus_unregister_notifier(&platform_bus_type, &twostep_platform_nb);
+	bus_unregister_notifier(&pci_bus_type, &twostep_pci_nb);
 	rcu_barrier();
 	xa_destroy(&twostep_slot_hints);
 	twostep_reserve_exit();

@@ -27,7 +27,9 @@
  * @start: first address
  * @size: size in bytes
  * @last_pfn: last granule (inclusive)
- * @free: granules not allocated
+ * @nr: granules
+ * @free: granules not allocated nor counted on by an allocation under way
+ * @gone: entry in the give-back worker's list
  * @iovad: private allocator over exactly this range
  */
 struct twostep_chunk {
@@ -35,7 +37,9 @@ struct twostep_chunk {
 	dma_addr_t start;
 	u64 size;
 	unsigned long last_pfn;
+	unsigned long nr;
 	atomic_long_t free;
+	struct list_head gone;
 	struct iova_domain iovad;
 };
 
@@ -68,6 +72,8 @@ struct twostep_chunk {
  * @grow_work: growth for try_alloc() calls that could not sleep
  * @grow_want: bytes the worker is asked to find room for
  * @grow_ns: duration of the last growth
+ * @shrink_work: gives wholly free chunks back to the DMA API
+ * @dying: the context is being torn down: no more give-back work
  * @users: sleeping try_alloc() calls under way (detach waits for them)
  * @slot_lock: protects @slot_used and @slot_next
  * @slot_next: where the search for a free slot starts (round robin)
@@ -96,6 +102,8 @@ struct twostep_ctx {
 	struct work_struct grow_work;
 	atomic64_t grow_want;
 	u64 grow_ns;
+	struct delayed_work shrink_work;
+	bool dying;
 	atomic_t users;
 	spinlock_t slot_lock;		/* @slot_used, @slot_next */
 	unsigned int slot_next;
