@@ -12,11 +12,13 @@
 #include <linux/completion.h>
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
+#include <linux/bottom_half.h>
 #include <linux/hmm.h>
 #include <linux/iommu.h>
 #include <linux/kthread.h>
 #include <linux/mm.h>
 #include <linux/panic.h>
+#include <linux/rcupdate.h>
 #include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
@@ -425,6 +427,248 @@ out:
 	return 0;
 }
 
+/* ---- contexts that may not sleep ---- */
+
+enum ac_ctx { AC_SPINLOCK, AC_SOFTIRQ, AC_RCU, AC_N };
+
+static const char * const ac_names[AC_N] = {
+	"spinlock, IRQs on", "softirqs off", "RCU read lock",
+};
+
+static DEFINE_SPINLOCK(ac_lock);
+
+/* try_alloc in context @c, until it says yes (at most 100 tries). */
+static unsigned int ac_try(struct ts *t, enum ac_ctx c,
+			   struct twostep_iova_state *st, size_t size)
+{
+	unsigned int tries;
+	bool ok = false;
+
+	for (tries = 1; tries <= 100; tries++) {
+		switch (c) {
+		case AC_SPINLOCK:
+			spin_lock(&ac_lock);
+			ok = twostep_iova_try_alloc(t->dev, st, 0, size);
+			spin_unlock(&ac_lock);
+			break;
+		case AC_SOFTIRQ:
+			local_bh_disable();
+			ok = twostep_iova_try_alloc(t->dev, st, 0, size);
+			local_bh_enable();
+			break;
+		default:
+			rcu_read_lock();
+			ok = twostep_iova_try_alloc(t->dev, st, 0, size);
+			rcu_read_unlock();
+			break;
+		}
+		if (ok)
+			return tries;
+		msleep(20);
+	}
+	return 0;
+}
+
+/*
+ * In every context that may not sleep, a try_alloc that needs growth says
+ * no at once and a later one says yes; and growth finds a free run of the
+ * size asked, not just as many free granules.
+ */
+static int case_atomic_contexts(struct ts *t)
+{
+	struct twostep_iova_state st, *one;
+	const unsigned int n = SZ_2M / PAGE_SIZE;
+	struct twostep_stats s0, s1;
+	unsigned int c, i, tries, held = 0;
+	u64 start, size;
+	int ret;
+
+	for (c = 0; c < AC_N; c++) {
+		twostep_detach(t->dev);
+		tries = ac_try(t, c, &st, 4 * PAGE_SIZE);
+		ts_diag("%s: try_alloc said yes on try %u", ac_names[c], tries);
+		TS_EXPECT(t, tries > 1, "%s: try %u (1: it reserved, 0: never)",
+			  ac_names[c], tries);
+		if (tries)
+			twostep_iova_free(t->dev, &st);
+	}
+
+	/* one chunk of 512 granules, every other one free */
+	one = kcalloc(n, sizeof(*one), GFP_KERNEL);
+	if (!TS_EXPECT(t, one, "memory"))
+		return 0;
+	twostep_detach(t->dev);
+	ret = twostep_attach(t->dev, SZ_2M, SZ_2M);
+	if (!TS_EXPECT(t, !ret, "attach: %d", ret))
+		goto out_free;
+	for (i = 0; i < n; i++)
+		if (!twostep_iova_try_alloc(t->dev, &one[i], 0, PAGE_SIZE))
+			break;
+	TS_EXPECT(t, i == n && twostep_get_chunk(t->dev, 1, &start, &size),
+		  "%u ranges of a page from one 2 MiB chunk", i);
+	for (i = 0; i < n; i++)
+		if (twostep_use_iova(&one[i]) &&
+		    !((one[i].addr >> PAGE_SHIFT) & 1))
+			twostep_iova_free(t->dev, &one[i]);
+	ts_stats(t, &s0);
+	tries = ac_try(t, AC_SPINLOCK, &st, 2 * PAGE_SIZE);
+	ts_stats(t, &s1);
+	ts_diag("256 free granules, none next to another: 8 KiB under a spinlock on try %u, %u chunk(s)",
+		tries, s1.chunks);
+	TS_EXPECT(t, tries > 1 && s1.chunks > s0.chunks,
+		  "8 KiB: try %u, chunks %u -> %u", tries, s0.chunks,
+		  s1.chunks);
+	/* the worker reserved what that request needed, not more */
+	for (i = 0; twostep_get_chunk(t->dev, i, &start, &size) == 0; i++)
+		TS_EXPECT(t, size <= SZ_2M, "a chunk of %llu KiB", size >> 10);
+	if (tries)
+		twostep_iova_free(t->dev, &st);
+	for (i = 0; i < n; i++) {
+		held += twostep_use_iova(&one[i]);
+		if (twostep_use_iova(&one[i]))
+			twostep_iova_free(t->dev, &one[i]);
+	}
+	ts_diag("%u ranges freed at the end", held);
+out_free:
+	kfree(one);
+	twostep_detach(t->dev);
+	return 0;
+}
+
+/* ---- detach and first growth against live users ---- */
+
+struct dr {
+	struct ts *t;
+	struct twostep_iova_state st[4];
+	phys_addr_t phys;
+	bool stop, first_growth;
+	unsigned long calls, odd;
+	struct completion go, done;
+};
+
+static int dr_thread(void *data)
+{
+	struct dr *r = data;
+	struct ts *t = r->t;
+	unsigned int i = 0;
+	int ret;
+
+	wait_for_completion(&r->go);
+	if (r->first_growth) {
+		/* a device twostep holds nothing for, from two CPUs at once */
+		for (i = 2; i < 4; i++)
+			if (!twostep_iova_try_alloc(t->dev, &r->st[i], 0, SZ_1M))
+				r->odd++;
+		goto out;
+	}
+	while (!READ_ONCE(r->stop)) {
+		struct twostep_iova_state *st = &r->st[i++ % 2];
+
+		ret = twostep_iova_link(t->dev, st, r->phys, 0, PAGE_SIZE,
+					DMA_BIDIRECTIONAL, 0);
+		/* 0 or -EBUSY before the detach; -ENODEV or -ENOENT after */
+		r->odd += ret && ret != -EBUSY && ret != -ENODEV &&
+			  ret != -ENOENT;
+		if (!ret)
+			twostep_iova_unlink(t->dev, st, 0, PAGE_SIZE,
+					    DMA_BIDIRECTIONAL, 0);
+		r->calls++;
+		if (!(i & 255))
+			cond_resched();
+	}
+out:
+	complete(&r->done);
+	while (!kthread_should_stop())
+		schedule_timeout_interruptible(1);
+	return 0;
+}
+
+static int case_detach_races(struct ts *t)
+{
+	struct task_struct *task;
+	struct twostep_stats s;
+	struct page *pg;
+	struct dr r = { .t = t };
+	dma_addr_t addr[2];
+	unsigned int i, mapped = 0;
+
+	if (num_online_cpus() < 2) {
+		snprintf(t->skip, sizeof(t->skip), "needs two CPUs");
+		return TS_SKIP;
+	}
+	pg = alloc_page(GFP_KERNEL);
+	if (!TS_EXPECT(t, pg, "page"))
+		return 0;
+	r.phys = page_to_phys(pg);
+
+	/* detach while another CPU links and unlinks live states */
+	for (i = 0; i < 2; i++)
+		TS_EXPECT(t, ts_try_alloc(t, &r.st[i], 0, PAGE_SIZE),
+			  "try_alloc");
+	addr[0] = r.st[0].addr;
+	addr[1] = r.st[1].addr;
+	init_completion(&r.go);
+	init_completion(&r.done);
+	task = kthread_create(dr_thread, &r, "twostep-dr");
+	if (!TS_EXPECT(t, !IS_ERR(task), "kthread"))
+		goto out_page;
+	kthread_bind(task, 1);
+	wake_up_process(task);
+	complete(&r.go);
+	msleep(20);
+	twostep_detach(t->dev);
+	msleep(20);
+	WRITE_ONCE(r.stop, true);
+	wait_for_completion(&r.done);
+	kthread_stop(task);
+	for (i = 0; i < 2; i++)
+		mapped += ts_mapped_pages(t, addr[i], PAGE_SIZE);
+	ts_diag("detach under %lu link/unlink calls: %lu odd results, %u pages mapped after",
+		r.calls, r.odd, mapped);
+	TS_EXPECT(t, !r.odd && !mapped && r.calls,
+		  "calls %lu, odd results %lu, mapped after %u", r.calls,
+		  r.odd, mapped);
+
+	/* the first growth of a device, from two CPUs at once */
+	twostep_detach(t->dev);
+	memset(&r, 0, sizeof(r));
+	r.t = t;
+	r.first_growth = true;
+	init_completion(&r.go);
+	init_completion(&r.done);
+	task = kthread_create(dr_thread, &r, "twostep-dr");
+	if (!TS_EXPECT(t, !IS_ERR(task), "kthread"))
+		goto out_page;
+	kthread_bind(task, 1);
+	wake_up_process(task);
+	complete(&r.go);
+	for (i = 0; i < 2; i++)
+		if (!twostep_iova_try_alloc(t->dev, &r.st[i], 0, SZ_1M))
+			r.odd++;
+	wait_for_completion(&r.done);
+	kthread_stop(task);
+	ts_stats(t, &s);
+	TS_EXPECT(t, !r.odd && s.live_allocs == 4,
+		  "first growth from two CPUs: %lu failed, %lu live", r.odd,
+		  s.live_allocs);
+	for (i = 0; i < 4; i++) {
+		unsigned int j;
+
+		for (j = i + 1; j < 4; j++)
+			TS_EXPECT(t, !twostep_use_iova(&r.st[i]) ||
+				  !twostep_use_iova(&r.st[j]) ||
+				  r.st[i].addr + SZ_1M <= r.st[j].addr ||
+				  r.st[j].addr + SZ_1M <= r.st[i].addr,
+				  "ranges %u and %u overlap", i, j);
+	}
+	for (i = 0; i < 4; i++)
+		if (twostep_use_iova(&r.st[i]))
+			twostep_iova_free(t->dev, &r.st[i]);
+out_page:
+	__free_page(pg);
+	return 0;
+}
+
 /* ---- what twostep reserves goes back ---- */
 
 #define GB_MAX_MAPS	2048	/* 2 MiB mappings: 4 GiB */
@@ -580,6 +824,8 @@ const struct ts_case ts_safety_cases[] = {
 	{ "link_vs_destroy", case_link_vs_destroy, true },
 	{ "fuzz", case_fuzz, true },
 	{ "give_back", case_give_back, true },
+	{ "atomic_contexts", case_atomic_contexts, true },
+	{ "detach_races", case_detach_races, true },
 	{ "lifecycle_edges", case_lifecycle_edges, true },
 };
 
