@@ -169,7 +169,7 @@ if [ ${#flows[@]} -gt 0 ]; then
 	# shellcheck disable=SC2086 # a list of packages
 	ts_need_packages $TS_MAIN_PACKAGES
 	# one vCPU each: beside the other guests on a 2-core host, a second
-	# vCPU costs more host CPU than it saves (figures in the README)
+	# vCPU costs more host CPU than it saves (figures in doc/testing.md)
 	export TS_DKMS_SMP=${TS_DKMS_SMP:-1}
 	# the README's main job itself, each with a package folder of its
 	# own (two make deb at once would share results/deb)
@@ -250,7 +250,7 @@ if [ "$debcheck" = 1 ]; then
 fi
 
 if [ "$harness" = 1 ]; then
-	echo "== harness: how it reads a guest's console, picks the accelerator, compares benchmark runs"
+	echo "== harness: how it reads a guest's console, picks the accelerator, compares benchmark runs; the docs' links"
 	tally harness "$(ts_harness_checks)"
 fi
 

@@ -145,6 +145,7 @@ ts_harness_checks() {
 	ts_harness_console
 	ts_harness_accel
 	ts_harness_bench_compare
+	ts_harness_docs
 	echo "$pass $fail"
 }
 
@@ -321,4 +322,45 @@ exit 0; refused: runs made under different accelerators ; exit 1; refused: a CSV
 	rm -rf "$dir"
 	ts_harness_check "$([ "$got" = "$want" ] && echo 1)" \
 		bench_compare_refuses_other_accelerators "$(printf '%s' "$got" | tr '\n' ' ')"
+}
+
+# GitHub's anchor of each heading of Markdown file $1, one a line.
+ts_md_anchors() {
+	awk '/^```/ { code = !code } !code && /^#+ / {
+		sub(/^#+ /, ""); $0 = tolower($0)
+		gsub(/[^a-z0-9 _-]/, ""); gsub(/ /, "-"); print }' "$1"
+}
+
+# The documentation: every link of README.md and doc/*.md to a file of
+# the repository (not http) names a file that is there, and a heading of
+# it where the link has an anchor; run.sh --help and run-tests.sh --help
+# name doc pages that are there.
+ts_harness_docs() {
+	local f link target anchor bad="" n=0 page script
+	for f in "$TS_ROOT"/README.md "$TS_ROOT"/doc/*.md; do
+		while read -r link; do
+			n=$((n + 1))
+			target=${link%%#*} anchor=""
+			case "$link" in *#*) anchor=${link#*#} ;; esac
+			[ -n "$target" ] && target=$(dirname "$f")/$target
+			[ -n "$target" ] || target=$f
+			if [ ! -e "$target" ]; then
+				bad="$bad ${f#"$TS_ROOT"/}:$link"
+			elif [ -n "$anchor" ] &&
+				! ts_md_anchors "$target" | grep -qx -- "$anchor"; then
+				bad="$bad ${f#"$TS_ROOT"/}:$link"
+			fi
+		done < <(grep -o '\]([^)]*)' "$f" | sed 's/^](//; s/)$//' |
+			grep -v -E '^(https?|mailto):')
+	done
+	ts_harness_check "$([ "$n" -gt 0 ] && [ -z "$bad" ] && echo 1)" \
+		"doc_links_resolve ($n links)" "broken:$bad"
+	bad=""
+	for page in "run.sh doc/main-job.md" "run-tests.sh doc/testing.md"; do
+		read -r script page <<<"$page"
+		"$TS_ROOT/qemu/$script" --help 2>&1 | grep -q -F "$page" &&
+			[ -e "$TS_ROOT/$page" ] || bad="$bad $script:$page"
+	done
+	ts_harness_check "$([ -z "$bad" ] && echo 1)" \
+		help_points_at_doc_pages "missing:$bad"
 }
