@@ -225,6 +225,7 @@ EOF
 	# the accelerator line of a run in a fresh environment: VAR=value...
 	accel_run() {
 		(unset TS_ACCEL TS_ACCEL_WHY TWOSTEP_ACCEL
+		# shellcheck disable=SC2163 # VAR=value arguments
 		export "$@"
 		ts_accel_line) 2>&1
 	}
@@ -284,6 +285,8 @@ exit 1"
 	got=$( (export TS_ACCEL=kvm TS_ACCEL_WHY="" TS_RESULTS="$dir" \
 		TS_KREL_DEFAULT=harness PATH="$dir/bin:$PATH"
 		for c in intel odp-intel odp-none@6.12; do
+			# the 6.12 kernel's release, as ts_kernel_for reads it
+			# shellcheck disable=SC2034
 			[ "$c" = odp-none@6.12 ] && TS_KREL_BACKPORTS=harness
 			ts_boot_once "$c" >/dev/null 2>&1
 			echo "$c: $(cat "$dir/$c.accel"), $(tail -n 1 "$dir/boots" |
