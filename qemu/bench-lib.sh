@@ -170,7 +170,7 @@ ts_bench_compare() {
 	fi
 	echo "accel: $ao; median ns per page, old -> new (new/old)"
 	awk -F, 'FNR == 1 { next }
-	FILENAME == ARGV[1] { m[$1, $2, $3] = $5; u[$1, $2, $3] = $8; next }
+	NR == FNR { m[$1, $2, $3] = $5; u[$1, $2, $3] = $8; next }
 	(($1, $2, $3) in m) {
 		k = $1 SUBSEP $2 SUBSEP $3
 		printf "%-12s %-16s N=%-5d map %s -> %s (%.2f)  unmap %s -> %s (%.2f)\n",
