@@ -411,15 +411,15 @@ ts_accel() {
 	echo "$TS_ACCEL"
 }
 
-# The accelerator of configuration $1's boot, and why where it is not the
-# run's: -icount (the ODP cells, TS_ICOUNT) is TCG's alone, so such a cell
-# keeps TCG. Sets TS_CFG_ACCEL and prints "tcg", "kvm" or
+# The accelerator of configuration $1's boot: the run's, but -icount (the
+# ODP cells, TS_ICOUNT) is TCG's alone, so such a cell keeps TCG under any
+# run and says so. Sets TS_CFG_ACCEL and prints "tcg", "kvm" or
 # "tcg (-icount: TCG only)".
 ts_cfg_accel() {
 	ts_config "$1" || ts_die "unknown configuration $1"
 	ts_accel_init
 	TS_CFG_ACCEL=$TS_ACCEL
-	if [ -n "$TS_CFG_ICOUNT" ] && [ "$TS_CFG_ACCEL" != tcg ]; then
+	if [ -n "$TS_CFG_ICOUNT" ]; then
 		TS_CFG_ACCEL=tcg
 		echo "tcg (-icount: TCG only)"
 	else
