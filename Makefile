@@ -24,7 +24,9 @@ modules clean:
 
 # Benchmarks in QEMU guests: results/bench/{bench.csv,bench.md,*.png}.
 # BENCH_KERNEL=7.3 (default: twostep beside the kernel's own dma_iova_*),
-# 6.1 or 6.12.
+# 6.1 or 6.12. The CSV names the accelerator (KVM where it works, else
+# TCG); ./qemu/bench.sh --compare OLD.csv NEW.csv compares two runs of one
+# accelerator. See doc/benchmarks.md.
 BENCH_KERNEL ?= 7.3
 bench:
 	TS_BENCH_KERNEL=$(BENCH_KERNEL) ./qemu/bench.sh

@@ -18,7 +18,9 @@ ts_bench_kernel() {
 }
 ts_bench_kernel "${TS_BENCH_KERNEL:-7.3}"
 TS_BENCH_SIZES="1 4 16 64 256 512 1024 4096"
-TS_BENCH_CSV_HEADER="mode,method,n,reps,map_ns_page,map_min,map_max,unmap_ns_page,unmap_min,unmap_max,map_vs_classic,unmap_vs_classic,inval_map_per_call,inval_unmap_per_call"
+# The last column names the accelerator the guest ran under (tcg, kvm):
+# figures of different accelerators are not compared (ts_bench_compare).
+TS_BENCH_CSV_HEADER="mode,method,n,reps,map_ns_page,map_min,map_max,unmap_ns_page,unmap_min,unmap_max,map_vs_classic,unmap_vs_classic,inval_map_per_call,inval_unmap_per_call,accel"
 
 # The sizes a run covers: those of TS_BENCH_SIZES up to TS_BENCH_MAX_N, as
 # the self-test picks them.
@@ -41,9 +43,10 @@ ts_bench_cfg() {
 
 # CSV rows of one bench configuration, on stdout.
 ts_bench_rows() {
-	local cfg=$1 mode=${1#bench-}
+	local cfg=$1 mode=${1#bench-} accel
 	mode=${mode%@*}
-	awk -v mode="$mode" -v methods="$TS_BENCH_METHODS" \
+	accel=$(ts_boot_accel "$cfg")
+	awk -v mode="$mode" -v methods="$TS_BENCH_METHODS" -v accel="${accel%% *}" \
 		-v sizes="$TS_BENCH_SIZES" -v prefix="$TS_KTAP_PREFIX" '
 	function hex(s,   i, c, v) {
 		v = 0; s = tolower(s); sub(/^0x/, "", s)
@@ -91,12 +94,12 @@ ts_bench_rows() {
 			c = calls[mi, si]
 			im = c ? inval[mi, si, 0] / c : -1
 			iu = c ? inval[mi, si, 1] / c : -1
-			printf "%s,%s,%d,%d,%s,%s,%s,%s,%s,%s,%.4f,%.4f,%.2f,%.2f\n",
+			printf "%s,%s,%d,%d,%s,%s,%s,%s,%s,%s,%.4f,%.4f,%.2f,%.2f,%s\n",
 				mode, mname[mi], size[si], fig[key, "reps"],
 				fig[key, "map_ns_page"], fig[key, "map_min"],
 				fig[key, "map_max"], fig[key, "unmap_ns_page"],
 				fig[key, "unmap_min"], fig[key, "unmap_max"],
-				mr, ur, im, iu
+				mr, ur, im, iu, accel
 		}
 	}' "$TS_RESULTS/$cfg.trace" <(ts_console "$TS_RESULTS/$cfg.log")
 }
@@ -139,9 +142,47 @@ ts_bench_targets() {
 	}' "$1"
 }
 
+# The accelerators of the rows of CSV file $1, sorted, one line each;
+# "none" for a CSV written before the accel column.
+ts_bench_accels() {
+	awk -F, 'NR == 1 { if ($15 != "accel") { print "none"; exit } next }
+		{ print $15 }' "$1" | sort -u
+}
+
+# Compare two benchmark runs, CSV files OLD and NEW: for each mode, method
+# and N in both, the median map and unmap ns per page, old and new, and
+# new/old. Refuses (status 1) runs made under different accelerators, or
+# one whose CSV does not say which.
+ts_bench_compare() {
+	local old=$1 new=$2 ao an
+	[ -r "$old" ] && [ -r "$new" ] ||
+		{ ts_log "bench compare: cannot read $old and $new"; return 1; }
+	ao=$(ts_bench_accels "$old" | paste -sd ' ')
+	an=$(ts_bench_accels "$new" | paste -sd ' ')
+	case " $ao $an " in
+	*" none "*)
+		ts_log "bench compare: refused: a CSV without the accel column ($old: ${ao:-empty}, $new: ${an:-empty}); the accelerator of its run is not known"
+		return 1 ;;
+	esac
+	if [ "$ao" != "$an" ] || [ "$(wc -w <<<"$ao")" != 1 ]; then
+		ts_log "bench compare: refused: runs made under different accelerators ($old: $ao; $new: $an): their figures do not compare"
+		return 1
+	fi
+	echo "accel: $ao; median ns per page, old -> new (new/old)"
+	awk -F, 'FNR == 1 { next }
+	NR == FNR { m[$1, $2, $3] = $5; u[$1, $2, $3] = $8; next }
+	(($1, $2, $3) in m) {
+		k = $1 SUBSEP $2 SUBSEP $3
+		printf "%-12s %-16s N=%-5d map %s -> %s (%.2f)  unmap %s -> %s (%.2f)\n",
+			$1, $2, $3, m[k], $5, (m[k] > 0 ? $5 / m[k] : 0),
+			u[k], $8, (u[k] > 0 ? $8 / u[k] : 0)
+	}' "$old" "$new"
+}
+
 # One PNG per mode: ns/page against N, log-log, map and unmap side by side.
 ts_bench_plot() {
-	local csv=$1 out=$2 mode=$3 m plots_map="" plots_unmap=""
+	local csv=$1 out=$2 mode=$3 m plots_map="" plots_unmap="" accel
+	accel=$(ts_bench_accels "$csv" | paste -sd ' ' | tr 'a-z' 'A-Z')
 	for m in $TS_BENCH_METHODS; do
 		plots_map+="'$csv' using (strcol(1) eq '$mode' && strcol(2) eq '$m' ? \$3 : NaN):5 with linespoints title '$m', "
 		plots_unmap+="'$csv' using (strcol(1) eq '$mode' && strcol(2) eq '$m' ? \$3 : NaN):8 with linespoints title '$m', "
@@ -155,7 +196,7 @@ set grid
 set xlabel 'N (scattered 4 KiB pages)'
 set ylabel 'ns per page (median)'
 set key outside right
-set multiplot layout 1,2 title 'twostep benchmark, Intel vIOMMU, $mode (QEMU TCG guest)'
+set multiplot layout 1,2 title 'twostep benchmark, Intel vIOMMU, $mode (QEMU $accel guest)'
 set title 'map side'
 plot ${plots_map%, }
 set title 'unmap side'
@@ -188,7 +229,7 @@ ts_bench_run() {
 	echo "$TS_BENCH_CSV_HEADER" >"$csv" || return 1
 	for mode in "$@"; do
 		cfg=$(ts_bench_cfg "$mode")
-		ts_log "benchmark: $cfg (${TS_BENCH_REPS:-9} repetitions, N <= ${TS_BENCH_MAX_N:-4096})"
+		ts_log "benchmark: $cfg ($(ts_cfg_accel "$cfg"), ${TS_BENCH_REPS:-9} repetitions, N <= ${TS_BENCH_MAX_N:-4096})"
 		rm -f "$TS_RESULTS/$cfg".{log,trace,qemu.log,rc}
 		rc=0
 		ts_boot "$cfg" || rc=$?
@@ -207,7 +248,7 @@ ts_bench_run() {
 	if ! {
 		echo "# twostep benchmark"
 		echo
-		echo "Debian $(cat /etc/debian_version) host, guest kernel $krel under QEMU $(qemu-system-x86_64 --version | head -n 1 | awk '{print $4}') TCG, one vCPU, edu device behind the Intel vIOMMU; ${TS_BENCH_REPS:-9} repetitions, N = $(ts_bench_sizes)."
+		echo "Debian $(cat /etc/debian_version) host, guest kernel $krel under QEMU $(qemu-system-x86_64 --version | head -n 1 | awk '{print $4}') $(ts_bench_accels "$csv" | paste -sd ' ' | tr 'a-z' 'A-Z') (the CSV's accel column), one vCPU, edu device behind the Intel vIOMMU; ${TS_BENCH_REPS:-9} repetitions, N = $(ts_bench_sizes)."
 		echo "Medians over the repetitions in ns per page; IOTLB invalidations counted from QEMU's vtd_inv_desc_iotlb_* trace events per call of the phase (map: try_alloc + links + sync, or N x dma_map_page, ...; unmap: destroy, unlink + free, N x dma_unmap_page, ...)."
 		echo
 		echo "## Against the targets"
@@ -297,7 +338,7 @@ ts_bench_check() {
 ts_bench_output_checks() {
 	local dir=$1 status=$2 csv=$1/bench.csv md=$1/bench.md
 	local mode png res sizes nm reps rows bad missing size sig dims tail
-	local pass=0 fail=0
+	local pass=0 fail=0 accel
 	shift 2
 	sizes=$(ts_bench_sizes)
 	nm=$(wc -w <<<"$TS_BENCH_METHODS")
@@ -310,14 +351,17 @@ ts_bench_output_checks() {
 	ts_bench_check "$([ -s "$csv" ] && [ "$(head -n 1 "$csv")" = "$TS_BENCH_CSV_HEADER" ] && echo 1)" \
 		"bench_csv_header ($csv)"
 	for mode in "$@"; do
+		# the accelerator its guest ran under, as its rows must say
+		accel=$(ts_cfg_accel "$(ts_bench_cfg "$mode")")
+		accel=${accel%% *}
 		# rows of MODE, rows not numeric or out of range, (method, N) pairs
 		# not there exactly once
 		res=$(awk -F, -v mode="$mode" -v methods="$TS_BENCH_METHODS" \
-			-v sizes="$sizes" -v reps="$reps" '
+			-v sizes="$sizes" -v reps="$reps" -v accel="$accel" '
 		NR == 1 || $1 != mode { next }
 		{
 			rows++
-			if (NF != 14 || $4 != reps) bad++
+			if (NF != 15 || $4 != reps || $15 != accel) bad++
 			for (i = 3; i <= 14; i++) if ($i !~ /^-?[0-9]+(\.[0-9]+)?$/) bad++
 			if ($5 <= 0 || $8 <= 0 || $13 < 0 || $14 < 0) bad++
 			seen[$2, $3]++
@@ -330,7 +374,7 @@ ts_bench_output_checks() {
 		}' "$csv" 2>/dev/null || echo "0 0 0")
 		read -r rows bad missing <<<"$res"
 		ts_bench_check "$([ "$rows" -eq $((nm * $(wc -w <<<"$sizes"))) ] && [ "$bad" -eq 0 ] && [ "$missing" -eq 0 ] && echo 1)" \
-			"bench_csv_rows_$mode ($rows rows: $nm methods x N = $sizes, $reps reps, numeric; $bad bad, $missing missing)"
+			"bench_csv_rows_$mode ($rows rows: $nm methods x N = $sizes, $reps reps, numeric, accel $accel; $bad bad, $missing missing)"
 
 		# the Markdown section of MODE: heading, table head, then the
 		# CSV rows of MODE in order (method, N, map and unmap medians)

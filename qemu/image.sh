@@ -152,7 +152,9 @@ ts_image_boot() {
 		rm -f "$out"
 		truncate -s 512M "$out"
 	fi
-	accel=$(ts_accel)
+	ts_accel_init
+	accel=$TS_ACCEL
+	echo "$accel" >"$TS_RESULTS/$name.accel"
 	# in a subshell whose children's CPU time is QEMU's, kept in
 	# $TS_RESULTS/$4.cpu (see ts_cpu)
 	( rc=0
@@ -274,12 +276,13 @@ ts_dkms_boots() {
 		# no new kernel to boot: boot 2's checks count as missing (and
 		# no console of an earlier run is read for them)
 		name2=$TS_FLOW@$(ts_kernel_name "$(cat "$TS_IMAGE/upgrade-release")")
-		rm -f "$TS_RESULTS/$name2.log"
+		rm -f "$TS_RESULTS/$name2.log" "$TS_RESULTS/$name2.accel"
 		echo "$name2 2 none" >>"$boots"
 		return 0
 	fi
 	name2=$TS_FLOW@$(ts_kernel_name "$new")
-	[ "${TS_FOLLOW:-0}" = 1 ] && ts_say "boot 2: $new, the upgrade kernel"
+	[ "${TS_FOLLOW:-0}" = 1 ] &&
+		ts_say "boot 2: $new, the upgrade kernel ($(ts_accel))"
 	rc=0
 	ts_dkms_boot "$kdir/vmlinuz" "$kdir/initrd.img" "2 twostep_krel=$new" "$name2" ||
 		rc=$?

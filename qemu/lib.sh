@@ -350,13 +350,87 @@ ts_config() {
 
 TS_CONFIGS_ALL="intel intel-lazy intel-cm intel-group amd intel-pt none intel@6.12 intel-group@6.12 virtio@6.12 amd@6.12 intel-pt@6.12 none@6.12 intel@7.3 intel-lazy@7.3 amd@7.3 virtio@7.3 odp-intel odp-intel-lazy odp-amd odp-intel-pt odp-none odp-intel@6.12 odp-amd@6.12 odp-intel-pt@6.12 odp-none@6.12"
 
-# TCG always; KVM only when asked for with TWOSTEP_KVM=1 and usable.
-ts_accel() {
-	if [ "${TWOSTEP_KVM:-0}" = 1 ] && [ -w /dev/kvm ]; then
-		echo kvm
-	else
-		echo tcg
+# The accelerator of every guest the harness boots: KVM where it works,
+# TCG where it does not. The probe opens $TS_KVM_DEV (default /dev/kvm)
+# read-write, then starts a QEMU ($TS_KVM_QEMU) with -accel kvm and no
+# machine, which quits at once; TWOSTEP_ACCEL=tcg or kvm forces one (kvm
+# forced but unusable is an error). ts_accel_init probes once, in the
+# shell of the run (not in a $(...)), and keeps the answer in TS_ACCEL and
+# TS_ACCEL_WHY, exported, so that subshells and the scripts a run starts
+# (the suite's run.sh) reuse it instead of probing; ts_accel_line says it
+# in one line: "accel: tcg (/dev/kvm: No such file or directory)".
+TS_KVM_DEV=${TS_KVM_DEV:-/dev/kvm}
+TS_KVM_QEMU=${TS_KVM_QEMU:-qemu-system-x86_64}
+
+# Why KVM is not usable, on stdout (nothing when it is). The open is
+# perl's (perl-base is essential): bash's <> would create a missing file.
+ts_kvm_probe() {
+	local err
+	if ! err=$(perl -MFcntl -e 'sysopen(my $f, $ARGV[0], O_RDWR) or
+		die "$ARGV[0]: $!\n"' "$TS_KVM_DEV" 2>&1); then
+		echo "${err:-$TS_KVM_DEV: cannot be opened}"
+		return 0
 	fi
+	if ! err=$(echo quit | timeout 30 "$TS_KVM_QEMU" -machine none -accel kvm \
+		-nodefaults -display none -S -monitor stdio 2>&1 >/dev/null); then
+		# its last line, without QEMU's own "...: -accel kvm: "
+		err=$(printf '%s\n' "$err" | grep . | tail -n 1)
+		echo "$TS_KVM_QEMU -accel kvm: ${err#*-accel kvm: }"
+	fi
+}
+
+# Decide the accelerator once (see above).
+ts_accel_init() {
+	local why
+	[ -n "${TS_ACCEL:-}" ] && return 0
+	case "${TWOSTEP_ACCEL:-}" in
+	tcg) TS_ACCEL=tcg TS_ACCEL_WHY="TWOSTEP_ACCEL=tcg" ;;
+	kvm|"")
+		why=$(ts_kvm_probe)
+		if [ -z "$why" ]; then
+			TS_ACCEL=kvm TS_ACCEL_WHY=""
+		elif [ "${TWOSTEP_ACCEL:-}" = kvm ]; then
+			ts_die "TWOSTEP_ACCEL=kvm, but KVM is not usable ($why)"
+		else
+			TS_ACCEL=tcg TS_ACCEL_WHY=$why
+		fi ;;
+	*) ts_die "TWOSTEP_ACCEL='$TWOSTEP_ACCEL' (have: tcg kvm, or unset: KVM where it works)" ;;
+	esac
+	export TS_ACCEL TS_ACCEL_WHY
+}
+
+# The line that says which accelerator this run uses, and why not KVM.
+ts_accel_line() {
+	ts_accel_init
+	echo "accel: $TS_ACCEL${TS_ACCEL_WHY:+ ($TS_ACCEL_WHY)}"
+}
+
+# The accelerator of this run.
+ts_accel() {
+	ts_accel_init
+	echo "$TS_ACCEL"
+}
+
+# The accelerator of configuration $1's boot: the run's, but -icount (the
+# ODP cells, TS_ICOUNT) is TCG's alone, so such a cell keeps TCG under any
+# run and says so. Sets TS_CFG_ACCEL and prints "tcg", "kvm" or
+# "tcg (-icount: TCG only)".
+ts_cfg_accel() {
+	ts_config "$1" || ts_die "unknown configuration $1"
+	ts_accel_init
+	TS_CFG_ACCEL=$TS_ACCEL
+	if [ -n "$TS_CFG_ICOUNT" ]; then
+		TS_CFG_ACCEL=tcg
+		echo "tcg (-icount: TCG only)"
+	else
+		echo "$TS_CFG_ACCEL"
+	fi
+}
+
+# What a boot's story line says of its accelerator: what the boot of log
+# $1.log wrote into $1.accel, or the run's.
+ts_boot_accel() {
+	cat "$TS_RESULTS/$1.accel" 2>/dev/null || ts_accel
 }
 
 # Boot one configuration; the console goes to $TS_RESULTS/<config>.log.
@@ -389,9 +463,9 @@ ts_boot_once() {
 	krel=$(ts_kernel_for "$TS_KERNEL_NAME")
 	vmlinuz=/boot/vmlinuz-$krel
 	[ "$TS_KERNEL_NAME" = 7.3 ] && vmlinuz=$(ts_native_vmlinuz)
-	accel=$(ts_accel)
-	[ "$accel" = tcg ] && [ -n "$TS_CFG_ICOUNT" ] &&
-		icount=(-icount "$TS_CFG_ICOUNT")
+	ts_cfg_accel "$cfg" >"$TS_RESULTS/$cfg.accel"
+	accel=$TS_CFG_ACCEL
+	[ -n "$TS_CFG_ICOUNT" ] && icount=(-icount "$TS_CFG_ICOUNT")
 	# in a subshell whose children's CPU time is QEMU's, kept in
 	# $TS_RESULTS/$cfg.cpu (see ts_cpu)
 	( rc=0

@@ -1,25 +1,20 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# The test suite: install what is missing; static analysis of the sources
-# (W=1, sparse, checkpatch --strict, kernel-doc) and a check of how the
-# harness reads a guest's console (harness); build both modules and the
-# example driver against Debian's kernel headers (Debian 13 backports' 7.3
-# inside a cached Debian 13 chroot) and boot Debian's matching kernel in
-# QEMU once per configuration of TS_CONFIGS_ALL (lib.sh) with the KTAP
-# self-test and the example's cases in each, the fidelity cases against the
-# native dma_iova_* on 7.3; make bench's own pipeline, small, with its CSV,
-# Markdown and plots checked (bench-smoke). Beside all of it from the start,
-# the main job's flow: the twostep-dkms package with a kernel upgrade in a
-# Debian 12 and a Debian 13 VM image (dkms, dkms13); and the package
-# installed and purged in a chroot with two kernels' headers (debcheck).
-# Sums everything into one line.
-#
-#   qemu/run-tests.sh [config...]
-#     (default: static, every configuration, bench-smoke, dkms, dkms13,
-#     debcheck)
-#
-# Environment: TWOSTEP_KVM=1 uses KVM when /dev/kvm works (default TCG);
-# TWOSTEP_CASES=a,b runs only those cases; TS_RESULTS sets the results dir.
+# The test suite: install what is missing; the harness's own checks (how
+# it reads a guest's console, how it picks the accelerator, the bench's
+# refusal to compare runs of different accelerators: harness); static
+# analysis of the sources (W=1, sparse, checkpatch --strict, kernel-doc);
+# build both modules and the example driver against Debian's kernel
+# headers (Debian 13 backports' 7.3 inside a cached Debian 13 chroot) and
+# boot Debian's matching kernel in QEMU once per configuration of
+# TS_CONFIGS_ALL (lib.sh) with the KTAP self-test and the example's cases
+# in each, the fidelity cases against the native dma_iova_* on 7.3; make
+# bench's own pipeline, small, with its CSV, Markdown and plots checked
+# (bench-smoke). Beside all of it from the start, the main job's flow: the
+# twostep-dkms package with a kernel upgrade in a Debian 12 and a Debian 13
+# VM image (dkms, dkms13); and the package installed and purged in a
+# chroot with two kernels' headers (debcheck). Sums everything into one
+# line. See usage below, and doc/testing.md.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/image.sh"
@@ -27,8 +22,35 @@ set -euo pipefail
 . "$(dirname "$0")/static.sh"
 . "$(dirname "$0")/debcheck.sh"
 
-configs=${*:-static $TS_CONFIGS_ALL bench-smoke dkms dkms13 debcheck}
-quick=() flows=() static=0 bench=0 debcheck=0 kernels=""
+TS_TIERS="harness static $TS_CONFIGS_ALL bench-smoke dkms dkms13 debcheck"
+
+usage() {
+	cat <<'EOF'
+usage: qemu/run-tests.sh [tier...] [--help]
+
+The test suite; with no tier, all of them: harness, static, every guest
+configuration (intel, amd, virtio@6.12, intel@7.3, odp-intel, ...; see
+TS_CONFIGS_ALL in qemu/lib.sh), bench-smoke, dkms, dkms13, debcheck. Names
+given run those only, e.g. "qemu/run-tests.sh static harness" (no guest)
+or "qemu/run-tests.sh intel none".
+
+Output: each tier's checks and KTAP cases (ok, FAIL, skip) with the
+accelerator of each boot, a kernel x platform table, the suite's time and
+last "N passed, N failed, N skipped". Exits 0 only when nothing failed.
+Logs and consoles: results/.
+
+Environment: TWOSTEP_ACCEL=tcg or kvm forces an accelerator (default: KVM
+where /dev/kvm works, TCG otherwise; the ODP cells keep TCG for -icount);
+TWOSTEP_CASES=a,b runs only those self-test cases; TS_RESULTS sets the
+results folder.
+
+More: doc/testing.md (the tiers, the configurations, reading the output).
+EOF
+}
+
+case " $* " in *" -h "*|*" --help "*) usage; exit 0 ;; esac
+configs=${*:-$TS_TIERS}
+quick=() flows=() static=0 harness=0 bench=0 debcheck=0 kernels=""
 need_kernel() {
 	case " $kernels " in *" $1 "*) ;; *) kernels="$kernels $1" ;; esac
 }
@@ -41,6 +63,8 @@ for c in $configs; do
 		debcheck=1
 	elif [ "$c" = static ]; then
 		static=1
+	elif [ "$c" = harness ]; then
+		harness=1
 	elif [ "$c" = bench-smoke ]; then
 		# make bench on 7.3 (its default) and with BENCH_KERNEL=6.1
 		bench=1
@@ -48,7 +72,7 @@ for c in $configs; do
 		need_kernel 6.1
 	else
 		ts_config "$c" ||
-			ts_die "unknown configuration '$c' (have: static $TS_CONFIGS_ALL bench-smoke dkms dkms13 debcheck)"
+			ts_die "unknown configuration '$c' (have: $TS_TIERS)"
 		quick+=("$c")
 		need_kernel "$TS_KERNEL_NAME"
 	fi
@@ -67,6 +91,12 @@ declare -A cell
 mkdir -p "$TS_RESULTS"
 ts_install_deps
 [ "$bench" = 1 ] && ts_need_packages gnuplot-nox
+# the accelerator of every guest of the run, probed once (the main job's
+# flows inherit it)
+if [ ${#boots[@]} -gt 0 ] || [ ${#flows[@]} -gt 0 ]; then
+	ts_accel_init
+	ts_accel_line
+fi
 # resolve (and install) the backports kernel once, before any subshell
 case " $kernels " in *" 6.12 "*) TS_KREL_BACKPORTS=$(ts_kernel_for 6.12) ;; esac
 case " $kernels " in *" 7.3 "*) ts_native_setup ;; esac
@@ -91,7 +121,7 @@ tally() {
 
 # Print one configuration's cases and add them to the totals.
 report() {
-	echo "== $1 (QEMU status $2, console: $TS_RESULTS/$1.log)"
+	echo "== $1 ($(ts_boot_accel "$1"), QEMU status $2, console: $TS_RESULTS/$1.log)"
 	[ -s "$TS_RESULTS/$1.retried" ] &&
 		echo "   $1: the kernel died while booting, before twostep's init ran; booted again ($(cat "$TS_RESULTS/$1.retried"))"
 	tally "$1" "$(ts_parse "$1" "$2")"
@@ -114,7 +144,7 @@ bench_report() {
 	for mode in $TS_BENCH_MODES; do
 		cfg=$(ts_bench_cfg "$mode")
 		rc=$(cat "$TS_RESULTS/$cfg.rc" 2>/dev/null || echo 255)
-		echo "   $cfg (QEMU status $rc, console: $TS_RESULTS/$cfg.log)"
+		echo "   $cfg ($(ts_boot_accel "$cfg"), QEMU status $rc, console: $TS_RESULTS/$cfg.log)"
 		tally bench-smoke "$(ts_parse "$cfg" "$rc")"
 		echo "   $cfg: $TALLY"
 		tally bench-checks "$(ts_bench_smoke_checks "$cfg")"
@@ -139,7 +169,7 @@ if [ ${#flows[@]} -gt 0 ]; then
 	# shellcheck disable=SC2086 # a list of packages
 	ts_need_packages $TS_MAIN_PACKAGES
 	# one vCPU each: beside the other guests on a 2-core host, a second
-	# vCPU costs more host CPU than it saves (figures in the README)
+	# vCPU costs more host CPU than it saves (figures in doc/testing.md)
 	export TS_DKMS_SMP=${TS_DKMS_SMP:-1}
 	# the README's main job itself, each with a package folder of its
 	# own (two make deb at once would share results/deb)
@@ -219,8 +249,8 @@ if [ "$debcheck" = 1 ]; then
 	echo "   debcheck: $TALLY"
 fi
 
-if [ "$static" = 1 ]; then
-	echo "== harness: how it reads a guest's console"
+if [ "$harness" = 1 ]; then
+	echo "== harness: how it reads a guest's console, picks the accelerator, compares benchmark runs; the docs' links"
 	tally harness "$(ts_harness_checks)"
 fi
 

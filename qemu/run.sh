@@ -13,7 +13,8 @@ usage: qemu/run.sh [--debian 12|13] [--help]
 
 The twostep-dkms package on Debian, as a user meets it. Builds the package
 (make deb) and, once, a Debian VM image cached in ~/.cache/twostep/; boots
-the image in QEMU (TCG, Intel vIOMMU, edu device) and in the guest:
+the image in QEMU (KVM where /dev/kvm works, else TCG; Intel vIOMMU, edu
+device) and in the guest:
   1. apt install ./twostep-dkms_<version>_all.deb; dkms status shows it
      installed; modprobe twostep_selftest passes (KTAP from dmesg);
   2. installs the release's backports kernel and headers (fetched on the
@@ -27,10 +28,13 @@ the image in QEMU (TCG, Intel vIOMMU, edu device) and in the guest:
                 kernel
   -h, --help    this text
 
-Output: one line per phase, then the verdict; the details (apt, dpkg,
-mmdebstrap, the guests' consoles) are in results/. Exits 0 only when every
-check and self-test case passed. TWOSTEP_KVM=1 uses KVM when /dev/kvm
-works (TCG is the default).
+Output: one line per phase (the accelerator and, where it is TCG, why),
+then the verdict; the details (apt, dpkg, mmdebstrap, the guests' consoles)
+are in results/. Exits 0 only when every check and self-test case passed.
+TWOSTEP_ACCEL=tcg or kvm forces an accelerator (kvm where it is not usable:
+an error).
+
+More: doc/main-job.md (what each step checks, its output, its times).
 EOF
 }
 
@@ -77,6 +81,9 @@ else
 	ts_say "host packages: all present"
 fi
 
+ts_accel_init
+ts_say "$(ts_accel_line)"
+
 [ -f "$TS_CACHE/debian$TS_DEBIAN-image-$(ts_image_key)/complete" ] ||
 	ts_say "VM image: building Debian $TS_IMAGE_SUITE with its backports kernel's packages (minutes)"
 phase "VM image" ts_image_build
@@ -114,7 +121,9 @@ while read -r name ph rc; do
 	f=$((f + $(printf '%s\n' "$miss" | tail -n 1)))
 	[ -s "$TS_RESULTS/$name.retried" ] &&
 		echo "  $name: the kernel died while booting, before the guest's init ran; booted again ($(cat "$TS_RESULTS/$name.retried"))"
-	echo "  $name: $p passed, $f failed, $s skipped (console: $TS_RESULTS/$name.log, QEMU status $rc, host CPU $(ts_cpu "$name") s)"
+	acc="not booted"
+	[ "$rc" = none ] || acc=$(ts_boot_accel "$name")
+	echo "  $name: $p passed, $f failed, $s skipped ($acc, console: $TS_RESULTS/$name.log, QEMU status $rc, host CPU $(ts_cpu "$name") s)"
 	if [ "$f" -gt 0 ] && [ "$rc" != none ]; then
 		echo "  $name: what the guest ran, its end:"
 		ts_dkms_transcript "$name" | tail -n 30 | sed 's/^/    /'

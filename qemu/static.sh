@@ -4,8 +4,9 @@
 # built for: a W=1 build with no warnings, sparse (C=2) silent,
 # checkpatch.pl --strict clean on every source file (taken from Debian's
 # linux-source package into the cache), kernel-doc silent on the public
-# header; and the harness's own console reader (ts_harness_checks). Sourced
-# after lib.sh; each prints check lines and "passed failed".
+# header; and the harness tier's checks of the harness itself
+# (ts_harness_checks). Sourced after lib.sh and bench-lib.sh; each prints
+# check lines and "passed failed".
 
 TS_SOURCES="include/*.h src/*.c src/*.h selftest/*.c selftest/*.h example/edu_request.c"
 
@@ -125,12 +126,34 @@ EOF
 	echo "$pass $fail"
 }
 
-# The harness's own reading of a guest console, on a made-up 7.x console
-# log whose records were cut and replayed in each way seen there (a cut in
-# the name, before the KTAP prefix, a whole line printed again, the replay
-# note in mid-line): every case read once, by its whole name. Prints check
-# lines and "passed failed".
+# One check line of ts_harness_checks: OK (1 or empty), NAME and what was
+# seen when it failed; counts into that function's pass and fail.
+ts_harness_check() {
+	if [ "$1" = 1 ]; then
+		printf '  %-9s ok   %s\n' harness "$2"
+		pass=$((pass + 1))
+	else
+		printf '  %-9s FAIL %s: %s\n' harness "$2" "$3"
+		fail=$((fail + 1))
+	fi
+}
+
+# The harness's own checks, each on made-up input, no guest booted; prints
+# check lines and "passed failed".
 ts_harness_checks() {
+	local pass=0 fail=0
+	ts_harness_console
+	ts_harness_accel
+	ts_harness_bench_compare
+	ts_harness_docs
+	echo "$pass $fail"
+}
+
+# The reading of a guest console, on a made-up 7.x console log whose
+# records were cut and replayed in each way seen there (a cut in the name,
+# before the KTAP prefix, a whole line printed again, the replay note in
+# mid-line): every case read once, by its whole name.
+ts_harness_console() {
 	local dir out want got
 	dir=$(mktemp -d)
 	printf '%s\r\n' \
@@ -157,12 +180,190 @@ ts_harness_checks() {
 	want="whole cut_in_the_name cut_before_the_prefix printed_again cut_before_the_note 5 0 0"
 	got=$(printf '%s\n' "$out" | awk '/ ok   / { printf "%s ", $3 }'
 		printf '%s\n' "$out" | tail -n 1)
-	if [ "$got" = "$want" ]; then
-		printf '  %-9s ok   %s\n' harness console_replay_read_once
-		echo "1 0"
-	else
-		printf '  %-9s FAIL %s: read %s\n' harness \
-			console_replay_read_once "$got"
-		echo "0 1"
-	fi
+	ts_harness_check "$([ "$got" = "$want" ] && echo 1)" \
+		console_replay_read_once "read $got"
+}
+
+# How the harness picks the accelerator (ts_accel_init and ts_boot_once in
+# lib.sh), with the probe pointed at made-up devices (TS_KVM_DEV) and at a
+# stand-in for QEMU (TS_KVM_QEMU; for the boots, a qemu-system-x86_64 first
+# in PATH) that logs each call: a device that cannot be opened gives TCG
+# and the line saying why, before any QEMU is started and without creating
+# the device; a QEMU whose -accel kvm fails gives TCG and its error; a
+# probe that passes gives KVM; the probe runs once per run, its answer
+# inherited by the scripts the run starts; TWOSTEP_ACCEL=tcg gives TCG
+# without probing; TWOSTEP_ACCEL=kvm where KVM is not usable is an error;
+# and the ODP cells boot under TCG with -icount while the others boot
+# under KVM.
+ts_harness_accel() {
+	local dir out got want
+	dir=$(mktemp -d)
+	mkdir "$dir/bin"
+	: >"$dir/kvm"
+	# a QEMU whose -accel kvm works: reads "quit", then quits
+	cat >"$dir/qemu-ok" <<EOF
+#!/bin/sh
+echo "\$*" >>"$dir/calls"
+read -r cmd && [ "\$cmd" = quit ]
+EOF
+	# a QEMU that has no KVM
+	cat >"$dir/qemu-nokvm" <<EOF
+#!/bin/sh
+echo "\$*" >>"$dir/calls"
+echo "Could not access KVM kernel module: Permission denied" >&2
+echo "qemu-system-x86_64: -accel kvm: failed to initialize kvm: Permission denied" >&2
+exit 1
+EOF
+	# the guests' QEMU: logs its arguments, boots nothing
+	cat >"$dir/bin/qemu-system-x86_64" <<EOF
+#!/bin/sh
+echo "\$*" >>"$dir/boots"
+EOF
+	chmod +x "$dir/qemu-ok" "$dir/qemu-nokvm" "$dir/bin/qemu-system-x86_64"
+	# how often a stand-in QEMU of the probe was started
+	ncalls() { cat "$dir/calls" 2>/dev/null | grep -c .; }
+	# the accelerator line of a run in a fresh environment: VAR=value...
+	accel_run() {
+		(unset TS_ACCEL TS_ACCEL_WHY TWOSTEP_ACCEL
+		# shellcheck disable=SC2163 # VAR=value arguments
+		export "$@"
+		ts_accel_line) 2>&1
+	}
+
+	rm -f "$dir/calls"
+	out=$(accel_run TS_KVM_DEV="$dir/no-kvm" TS_KVM_QEMU="$dir/qemu-ok")
+	got="$out; QEMU started $(ncalls) times; $dir/no-kvm $([ -e "$dir/no-kvm" ] && echo created || echo 'not created')"
+	want="accel: tcg ($dir/no-kvm: No such file or directory); QEMU started 0 times; $dir/no-kvm not created"
+	out=$(accel_run TS_KVM_DEV="$dir/bin" TS_KVM_QEMU="$dir/qemu-ok")
+	got="$got; $out"
+	want="$want; accel: tcg ($dir/bin: Is a directory)"
+	ts_harness_check "$([ "$got" = "$want" ] && echo 1)" \
+		accel_tcg_when_kvm_device_cannot_be_opened "$got"
+
+	out=$(accel_run TS_KVM_DEV="$dir/kvm" TS_KVM_QEMU="$dir/qemu-nokvm")
+	want="accel: tcg ($dir/qemu-nokvm -accel kvm: failed to initialize kvm: Permission denied)"
+	ts_harness_check "$([ "$out" = "$want" ] && echo 1)" \
+		accel_tcg_when_qemu_accel_kvm_fails "$out"
+
+	rm -f "$dir/calls"
+	out=$(accel_run TS_KVM_DEV="$dir/kvm" TS_KVM_QEMU="$dir/qemu-ok")
+	got="$out; $(cat "$dir/calls" 2>/dev/null)"
+	want="accel: kvm; -machine none -accel kvm -nodefaults -display none -S -monitor stdio"
+	ts_harness_check "$([ "$got" = "$want" ] && echo 1)" \
+		accel_kvm_when_the_probe_passes "$got"
+
+	# probed once: by the run, not by each boot nor by a script it starts
+	rm -f "$dir/calls"
+	got=$( (unset TS_ACCEL TS_ACCEL_WHY TWOSTEP_ACCEL
+		export TS_KVM_DEV="$dir/kvm" TS_KVM_QEMU="$dir/qemu-ok"
+		ts_accel_init
+		echo "$(ts_accel) $(ts_accel) $(ts_cfg_accel intel) $(ts_cfg_accel amd@6.12)"
+		bash -c '. "$1/qemu/lib.sh"; ts_accel_line' - "$TS_ROOT") 2>&1)
+	got="$got; QEMU started $(ncalls) times"
+	want="kvm kvm kvm kvm
+accel: kvm; QEMU started 1 times"
+	ts_harness_check "$([ "$got" = "$want" ] && echo 1)" \
+		accel_probed_once_per_run "$(printf '%s' "$got" | tr '\n' ' ')"
+
+	rm -f "$dir/calls"
+	out=$(accel_run TWOSTEP_ACCEL=tcg TS_KVM_DEV="$dir/kvm" \
+		TS_KVM_QEMU="$dir/qemu-ok")
+	got="$out; QEMU started $(ncalls) times"
+	want="accel: tcg (TWOSTEP_ACCEL=tcg); QEMU started 0 times"
+	ts_harness_check "$([ "$got" = "$want" ] && echo 1)" \
+		accel_forced_tcg_does_not_probe "$got"
+
+	out=$(accel_run TWOSTEP_ACCEL=kvm TS_KVM_DEV="$dir/no-kvm" \
+		TS_KVM_QEMU="$dir/qemu-ok"; echo "exit $?")
+	want="error: TWOSTEP_ACCEL=kvm, but KVM is not usable ($dir/no-kvm: No such file or directory)
+exit 1"
+	ts_harness_check "$([ "$out" = "$want" ] && echo 1)" \
+		accel_forced_kvm_unusable_is_an_error "$(printf '%s' "$out" | tr '\n' ' ')"
+
+	# the boots themselves, KVM probed: what each QEMU was started with
+	rm -f "$dir/boots"
+	got=$( (export TS_ACCEL=kvm TS_ACCEL_WHY="" TS_RESULTS="$dir" \
+		TS_KREL_DEFAULT=harness PATH="$dir/bin:$PATH"
+		for c in intel odp-intel odp-none@6.12; do
+			# the 6.12 kernel's release, as ts_kernel_for reads it
+			# shellcheck disable=SC2034
+			[ "$c" = odp-none@6.12 ] && TS_KREL_BACKPORTS=harness
+			ts_boot_once "$c" >/dev/null 2>&1
+			echo "$c: $(cat "$dir/$c.accel"), $(tail -n 1 "$dir/boots" |
+				grep -o -e '-accel [a-z]*' -e '-icount [^ ]*' |
+				paste -sd ' ')"
+		done) 2>&1)
+	want="intel: kvm, -accel kvm
+odp-intel: tcg (-icount: TCG only), -accel tcg -icount shift=auto,sleep=off
+odp-none@6.12: tcg (-icount: TCG only), -accel tcg -icount shift=auto,sleep=off"
+	ts_harness_check "$([ "$got" = "$want" ] && echo 1)" \
+		accel_icount_cells_boot_tcg_others_kvm "$(printf '%s' "$got" | tr '\n' ' ')"
+	rm -rf "$dir"
+}
+
+# Comparing benchmark runs (ts_bench_compare, bench.sh --compare): two
+# runs of one accelerator compare; a TCG run and a KVM run, or a CSV from
+# before the accel column, are refused.
+ts_harness_bench_compare() {
+	local dir got want row
+	dir=$(mktemp -d)
+	row=strict,twostep,256,9,647,600,700,37.0,30,40,0.6400,0.0058,0.00,1.00
+	{ echo "$TS_BENCH_CSV_HEADER"; echo "$row,tcg"; } >"$dir/tcg1.csv"
+	{ echo "$TS_BENCH_CSV_HEADER"
+		echo "${row/,647,/,1294,},tcg"; } >"$dir/tcg2.csv"
+	{ echo "$TS_BENCH_CSV_HEADER"; echo "$row,kvm"; } >"$dir/kvm.csv"
+	{ echo "${TS_BENCH_CSV_HEADER%,accel}"; echo "$row"; } >"$dir/old.csv"
+	got=$(ts_bench_compare "$dir/tcg1.csv" "$dir/tcg2.csv" 2>&1 | tail -n 1
+		echo "exit ${PIPESTATUS[0]}")
+	for row in kvm old; do
+		got="$got; $(ts_bench_compare "$dir/tcg1.csv" "$dir/$row.csv" 2>&1 |
+			grep -o 'refused: [A-Za-z ]*'); exit $(ts_bench_compare \
+			"$dir/tcg1.csv" "$dir/$row.csv" >/dev/null 2>&1; echo $?)"
+	done
+	want="strict       twostep          N=256   map 647 -> 1294 (2.00)  unmap 37.0 -> 37.0 (1.00)
+exit 0; refused: runs made under different accelerators ; exit 1; refused: a CSV without the accel column ; exit 1"
+	rm -rf "$dir"
+	ts_harness_check "$([ "$got" = "$want" ] && echo 1)" \
+		bench_compare_refuses_other_accelerators "$(printf '%s' "$got" | tr '\n' ' ')"
+}
+
+# GitHub's anchor of each heading of Markdown file $1, one a line.
+ts_md_anchors() {
+	awk '/^```/ { code = !code } !code && /^#+ / {
+		sub(/^#+ /, ""); $0 = tolower($0)
+		gsub(/[^a-z0-9 _-]/, ""); gsub(/ /, "-"); print }' "$1"
+}
+
+# The documentation: every link of README.md and doc/*.md to a file of
+# the repository (not http) names a file that is there, and a heading of
+# it where the link has an anchor; run.sh --help and run-tests.sh --help
+# name doc pages that are there.
+ts_harness_docs() {
+	local f link target anchor bad="" n=0 page script
+	for f in "$TS_ROOT"/README.md "$TS_ROOT"/doc/*.md; do
+		while read -r link; do
+			n=$((n + 1))
+			target=${link%%#*} anchor=""
+			case "$link" in *#*) anchor=${link#*#} ;; esac
+			[ -n "$target" ] && target=$(dirname "$f")/$target
+			[ -n "$target" ] || target=$f
+			if [ ! -e "$target" ]; then
+				bad="$bad ${f#"$TS_ROOT"/}:$link"
+			elif [ -n "$anchor" ] &&
+				! ts_md_anchors "$target" | grep -qx -- "$anchor"; then
+				bad="$bad ${f#"$TS_ROOT"/}:$link"
+			fi
+		done < <(grep -o '\]([^)]*)' "$f" | sed 's/^](//; s/)$//' |
+			grep -v -E '^(https?|mailto):')
+	done
+	ts_harness_check "$([ "$n" -gt 0 ] && [ -z "$bad" ] && echo 1)" \
+		"doc_links_resolve ($n links)" "broken:$bad"
+	bad=""
+	for page in "run.sh doc/main-job.md" "run-tests.sh doc/testing.md"; do
+		read -r script page <<<"$page"
+		"$TS_ROOT/qemu/$script" --help 2>&1 | grep -q -F "$page" &&
+			[ -e "$TS_ROOT/$page" ] || bad="$bad $script:$page"
+	done
+	ts_harness_check "$([ -z "$bad" ] && echo 1)" \
+		help_points_at_doc_pages "missing:$bad"
 }
