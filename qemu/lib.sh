@@ -239,7 +239,7 @@ ts_config() {
 	TS_DMAR=0
 	TS_SMP=$TS_SMP_DEFAULT
 	TS_EDU_BITS=64
-	TS_SUMMARIES="bad inputs handled|unauthorized accesses blocked|stress ops|neighbour rounds|largest range|unlink coverage cases|link racing destroy|fuzz calls|give-back"
+	TS_SUMMARIES="bad inputs handled|unauthorized accesses blocked|stress ops|neighbour rounds|largest range|unlink coverage cases|link racing destroy|fuzz calls|give-back|hmm bitmap races"
 	TS_EXAMPLE=1
 	TS_ODP_OPS="" TS_ODP_TRACE=0
 	case "$1" in
@@ -313,7 +313,7 @@ ts_config() {
 	[ "$TS_KERNEL_NAME" = 7.3 ] && [ "$wo" = 0 ] && wo=1
 	# the neighbour race needs two vCPUs; with one it says skip
 	[ "$TS_SMP" -lt 2 ] && TS_SUMMARIES=$(printf '%s' "$TS_SUMMARIES" |
-		sed 's/|neighbour rounds//; s/|link racing destroy//')
+		sed 's/|neighbour rounds//; s/|link racing destroy//; s/|hmm bitmap races//')
 	if [ "$odp" = 1 ]; then
 		# the ODP program after the self-test's hmm case; one vCPU
 		# and icount without sleep, so that edu's 100 ms per transfer

@@ -669,6 +669,116 @@ out_page:
 	return 0;
 }
 
+/* ---- hmm: one bitmap word shared by two callers ---- */
+
+#define HB_ENTRIES	64
+#define HB_ROUNDS	20000
+
+struct hb {
+	struct ts *t;
+	struct twostep_hmm_dma_map *map;
+	unsigned int parity, errors;
+	struct completion done;
+};
+
+/* Map and unmap the entries of one parity, leaving some mapped. */
+static int hb_thread(void *data)
+{
+	struct hb *h = data;
+	u32 seed = h->parity + 1;
+	unsigned int r, i;
+
+	for (r = 0; r < HB_ROUNDS; r++) {
+		i = 2 * (ts_rand(&seed) % (HB_ENTRIES / 2)) + h->parity;
+		if (ts_rand(&seed) & 1) {
+			if (twostep_hmm_dma_map_pfn(h->t->dev, h->map, i) ==
+			    DMA_MAPPING_ERROR)
+				h->errors++;
+		} else {
+			twostep_hmm_dma_unmap_range(h->t->dev, h->map, i, 1);
+		}
+		if (!(r & 255))
+			cond_resched();
+	}
+	complete(&h->done);
+	while (!kthread_should_stop())
+		schedule_timeout_interruptible(1);
+	return 0;
+}
+
+/*
+ * Two CPUs map and unmap the odd and the even entries of one bitmap word:
+ * afterwards the bitmap and the page table agree on every entry. And a
+ * map of 2 MiB entries reserves what upstream reserves: nr_entries pages.
+ */
+static int case_hmm_bitmap(struct ts *t)
+{
+	struct twostep_hmm_dma_map map;
+	struct task_struct *task[2];
+	struct hb h[2] = { };
+	unsigned int i, mismatches = 0;
+	struct page *block;
+	bool mapped, translates;
+	int ret;
+
+	ret = twostep_hmm_dma_map_alloc(t->dev, &map, 512, SZ_2M);
+	if (TS_EXPECT(t, !ret, "map_alloc of 2 MiB entries: %d", ret)) {
+		TS_EXPECT(t, twostep_iova_size(&map.state) == 512 * PAGE_SIZE,
+			  "512 pages of 2 MiB entries reserved %zu bytes",
+			  twostep_iova_size(&map.state));
+		twostep_hmm_dma_map_free(t->dev, &map);
+	}
+	if (num_online_cpus() < 2) {
+		snprintf(t->skip, sizeof(t->skip), "needs two CPUs");
+		return TS_SKIP;
+	}
+	block = alloc_pages(GFP_KERNEL, get_order(HB_ENTRIES * PAGE_SIZE));
+	if (!TS_EXPECT(t, block, "pages"))
+		return 0;
+	ret = twostep_hmm_dma_map_alloc(t->dev, &map, HB_ENTRIES, PAGE_SIZE);
+	if (!TS_EXPECT(t, !ret, "map_alloc: %d", ret))
+		goto out_pages;
+	for (i = 0; i < HB_ENTRIES; i++)
+		map.pfn_list[i] = (page_to_pfn(block) + i) | HMM_PFN_VALID;
+	for (i = 0; i < 2; i++) {
+		h[i].t = t;
+		h[i].map = &map;
+		h[i].parity = i;
+		init_completion(&h[i].done);
+		task[i] = kthread_create(hb_thread, &h[i], "twostep-hb/%u", i);
+		if (IS_ERR(task[i])) {
+			task[i] = NULL;
+			complete(&h[i].done);
+			continue;
+		}
+		kthread_bind(task[i], i);
+		wake_up_process(task[i]);
+	}
+	for (i = 0; i < 2; i++) {
+		wait_for_completion(&h[i].done);
+		if (task[i])
+			kthread_stop(task[i]);
+	}
+	for (i = 0; i < HB_ENTRIES; i++) {
+		mapped = twostep_hmm_dma_mapped(&map, i);
+		translates = iommu_iova_to_phys(ts_domain(t), map.state.addr +
+						i * PAGE_SIZE) ==
+			     page_to_phys(block) + i * PAGE_SIZE;
+		mismatches += mapped != translates;
+	}
+	ktap_line("# summary: hmm bitmap races %u mismatches %u",
+		  2 * HB_ROUNDS, mismatches);
+	TS_EXPECT(t, task[0] && task[1] && !h[0].errors && !h[1].errors,
+		  "threads, map errors %u %u", h[0].errors, h[1].errors);
+	TS_EXPECT(t, !mismatches, "%u entries where bitmap and page table differ",
+		  mismatches);
+	twostep_hmm_dma_unmap_range(t->dev, &map, 0, HB_ENTRIES);
+	twostep_hmm_dma_map_free(t->dev, &map);
+out_pages:
+	__free_pages(block, get_order(HB_ENTRIES * PAGE_SIZE));
+	return 0;
+}
+
 /* ---- what twostep reserves goes back ---- */
 
 #define GB_MAX_MAPS	2048	/* 2 MiB mappings: 4 GiB */
@@ -826,6 +936,7 @@ const struct ts_case ts_safety_cases[] = {
 	{ "give_back", case_give_back, true },
 	{ "atomic_contexts", case_atomic_contexts, true },
 	{ "detach_races", case_detach_races, true },
+	{ "hmm_bitmap", case_hmm_bitmap, true },
 	{ "lifecycle_edges", case_lifecycle_edges, true },
 };
 

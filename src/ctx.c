@@ -439,7 +439,8 @@ static void twostep_grow_work(struct work_struct *work)
 static void twostep_chunk_put(struct twostep_ctx *ctx, struct twostep_chunk *c)
 {
 	put_iova_domain(&c->iovad);
-	twostep_unreserve(ctx->dev, ctx->domain, c->start, c->size);
+	if (!ctx->domain_gone)
+		twostep_unreserve(ctx->dev, ctx->domain, c->start, c->size);
 	atomic64_sub(c->size, &twostep_reserved_all);
 	atomic_dec(&twostep_live_chunks);
 	kfree(c);
@@ -655,7 +656,8 @@ static unsigned long twostep_alloc_release(struct twostep_ctx *ctx,
 
 	*extra = 0;
 	iommu_iotlb_gather_init(&gather);
-	for (g = twostep_links_next_run(a->links, 0, &len); g < a->nr;
+	for (g = twostep_links_next_run(a->links, 0, &len);
+	     g < a->nr && !ctx->domain_gone;
 	     g = twostep_links_next_run(a->links, g + len, &len)) {
 		bytes = (size_t)len << ctx->shift;
 		unmapped = iommu_unmap_fast(ctx->domain,
@@ -754,6 +756,16 @@ static void twostep_ctx_destroy(struct twostep_ctx *ctx, const char *why,
 	/* first the users: a try_alloc() under way may still queue growth */
 	wait_var_event(&ctx->users, !atomic_read(&ctx->users));
 	cancel_work_sync(&ctx->grow_work);
+	/*
+	 * The group's domain changed under a context left without a driver
+	 * (sysfs type): the old domain is gone with everything mapped in it,
+	 * so nothing of it may be touched. Only memory is freed.
+	 */
+	if (iommu_get_domain_for_dev(ctx->dev) != ctx->domain) {
+		ctx->domain_gone = true;
+		dev_warn(ctx->dev, "twostep: %s: the device's domain changed; its old reservation went with it\n",
+			 why);
+	}
 	for (slot = 0; slot < TWOSTEP_SLOTS; slot++) {
 		if (!ctx->slot_page[slot / TWOSTEP_SLOTS_PER_PAGE])
 			continue;
@@ -782,7 +794,8 @@ static void twostep_ctx_destroy(struct twostep_ctx *ctx, const char *why,
 	 * now, so that no stale entry reaches the zero block once it is
 	 * freed at unload.
 	 */
-	iommu_flush_iotlb_all(ctx->domain);
+	if (!ctx->domain_gone)
+		iommu_flush_iotlb_all(ctx->domain);
 	atomic_dec(&twostep_live_contexts);
 	if (keep_hint)
 		xa_store(&twostep_slot_hints, (unsigned long)ctx->dev,

@@ -74,6 +74,7 @@ struct twostep_chunk {
  * @grow_ns: duration of the last growth
  * @shrink_work: gives wholly free chunks back to the DMA API
  * @dying: the context is being torn down: no more give-back work
+ * @domain_gone: @domain was replaced (group type changed): never touch it
  * @users: sleeping try_alloc() calls under way (detach waits for them)
  * @slot_lock: protects @slot_used and @slot_next
  * @slot_next: where the search for a free slot starts (round robin)
@@ -104,6 +105,7 @@ struct twostep_ctx {
 	u64 grow_ns;
 	struct delayed_work shrink_work;
 	bool dying;
+	bool domain_gone;
 	atomic_t users;
 	spinlock_t slot_lock;		/* @slot_used, @slot_next */
 	unsigned int slot_next;
