@@ -829,6 +829,8 @@ static void gb_round(struct ts *t, struct device *classic, const char *who)
 		       !dma_set_mask(classic, DMA_BIT_MASK(32)),
 		       "%s: 32-bit masks", who))
 		goto out_mask;
+	/* what twostep held for the earlier cases goes back first */
+	twostep_detach(t->dev);
 	before = gb_classic(classic, blk, addr);
 	for (n = 0; n < GB_MAX_RANGES; n++) {
 		if (!twostep_iova_try_alloc(t->dev, &st[n], 0, SZ_16M))
@@ -848,7 +850,7 @@ static void gb_round(struct ts *t, struct device *classic, const char *who)
 		  before >> 20, after >> 20, peak >> 20, s.reserved >> 20);
 	ts_diag("%s: %u ranges of 16 MiB in the burst, largest chunk %llu MiB",
 		who, n, chunk_max >> 20);
-	TS_EXPECT(t, n > 0 && before >= SZ_1G,
+	TS_EXPECT(t, n > 0 && before >= SZ_256M,
 		  "%s: %u ranges, %llu MiB of classic mappings", who, n,
 		  before >> 20);
 	TS_EXPECT(t, after * 100 >= before * 95,

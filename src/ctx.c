@@ -282,10 +282,7 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	INIT_LIST_HEAD(&ctx->chunks);
 	ctx->next_chunk = max_t(u64, TWOSTEP_CHUNK_FIRST,
 				twostep_reserve_block());
-	/* no chunk takes more than 1/64 of what the device can address */
-	ctx->chunk_max = clamp_t(u64, rounddown_pow_of_two(dma_get_mask(dev) >>
-							   6),
-				 ctx->next_chunk, TWOSTEP_CHUNK_MAX);
+	ctx->chunk_max = max_t(u64, TWOSTEP_CHUNK_MAX, ctx->next_chunk);
 	mutex_init(&ctx->grow_lock);
 	INIT_WORK(&ctx->grow_work, twostep_grow_work);
 	INIT_DELAYED_WORK(&ctx->shrink_work, twostep_shrink_work);
@@ -370,7 +367,14 @@ static int twostep_ctx_grow(struct twostep_ctx *ctx, u64 need,
 	ret = -ENOMEM;
 	if (!c)
 		goto out_unlock;
-	size = exact ? need : max(need, ctx->next_chunk);
+	/*
+	 * No chunk takes more than 1/64 of what the device can address now
+	 * (32 MiB of a 32-bit space), unless one request needs it.
+	 */
+	size = exact ? need :
+	       max(need, min_t(u64, ctx->next_chunk,
+			       max_t(u64, block,
+				     rounddown_pow_of_two(reach >> 6))));
 	ret = twostep_reserve(ctx->dev, ctx->domain, size, &start);
 	if (ret == -ENOSPC && size > need) {
 		size = need;
