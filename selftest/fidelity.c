@@ -835,7 +835,7 @@ const struct ts_case ts_fidelity_cases[] = {
 	    "second_page=translating"),
 	FID("unlink_over_hole", fid_unlink_hole, "translating=0011",
 	    "translating=0000",
-	    "upstream WARNs and stops at the hole, leaving the links after it mapped; twostep unmaps every linked page the range covers (counted as bad input)"),
+	    "upstream WARNs at the hole and leaves the links after it mapped; twostep unmaps all"),
 	FID("alloc_size_aligned", fid_alloc_aligned,
 	    "crossing_64k=0 misaligned=0", NULL, NULL),
 	FID("destroy_unmaps_all", fid_destroy_all, "translating=0000", NULL,

@@ -513,7 +513,7 @@ static int case_atomic_contexts(struct ts *t)
 	ts_stats(t, &s0);
 	tries = ac_try(t, AC_SPINLOCK, &st, 2 * PAGE_SIZE);
 	ts_stats(t, &s1);
-	ts_diag("256 free granules, none next to another: 8 KiB under a spinlock on try %u, %u chunk(s)",
+	ts_diag("256 free granules, none in a row: 8 KiB under a spinlock on try %u, %u chunks",
 		tries, s1.chunks);
 	TS_EXPECT(t, tries > 1 && s1.chunks > s0.chunks,
 		  "8 KiB: try %u, chunks %u -> %u", tries, s0.chunks,
@@ -846,8 +846,9 @@ static void gb_round(struct ts *t, struct device *classic, const char *who)
 	msleep(2500);
 	ts_stats(t, &s);
 	after = gb_classic(classic, blk, addr);
-	ktap_line("# summary: give-back before %llu MiB after %llu MiB peak %llu MiB reserved %llu MiB",
-		  before >> 20, after >> 20, peak >> 20, s.reserved >> 20);
+	ktap_line("# summary: give-back before %llu MiB after %llu MiB peak %llu MiB %s %llu MiB",
+		  before >> 20, after >> 20, peak >> 20, "reserved",
+		  s.reserved >> 20);
 	ts_diag("%s: %u ranges of 16 MiB in the burst, largest chunk %llu MiB",
 		who, n, chunk_max >> 20);
 	TS_EXPECT(t, n > 0 && before >= SZ_256M,

@@ -726,6 +726,7 @@ bool twostep_alloc_finish(struct twostep_ctx *ctx, struct twostep_alloc *a,
 	if (cmpxchg(slot, a, NULL) != a)
 		return false;
 	WRITE_ONCE(a->dead, true);
+	/* pairs with twostep_alloc_enter(): we see its count or it sees @dead */
 	smp_mb();
 	*extra = false;
 	if (unlikely(atomic_read(&a->inflight))) {
@@ -737,6 +738,7 @@ bool twostep_alloc_finish(struct twostep_ctx *ctx, struct twostep_alloc *a,
 		/* a call on another CPU, with preemption off: short */
 		while (atomic_read(&a->inflight))
 			cpu_relax();
+		/* its links' bits, set before it left (twostep_alloc_exit()) */
 		smp_rmb();
 	}
 	twostep_alloc_release(ctx, a, keep_first, &past);

@@ -701,7 +701,7 @@ long twostep_iova_unlink_bitmap(struct device *dev,
 	twostep_alloc_exit(a);
 	rcu_read_unlock_sched();
 	if (n < want)
-		twostep_misuse(ctx, dev, "unlink: entries not wholly linked: unmapped the %lu linked granule(s) of %lu",
+		twostep_misuse(ctx, dev, "unlink: entries not wholly linked: %lu of %lu granules",
 			       n, want);
 	return done;
 
