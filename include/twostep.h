@@ -39,7 +39,8 @@
  *
  * What twostep reserves goes back: a chunk of the reservation that has
  * been wholly free for a second is returned to the DMA API (a device keeps
- * at most 4 MiB of such chunks), and no chunk takes more than 1/64 of what
+ * at most 4 MiB of such chunks, or what twostep_attach() reserved), and no
+ * chunk takes more than 1/64 of what
  * the device's DMA mask can address (or 256 MiB) unless one range needs it.
  */
 #ifndef _TWOSTEP_H
@@ -158,7 +159,8 @@ enum twostep_fail {
  *
  * Not needed before twostep_iova_try_alloc(), which sets a device up by
  * itself. Use it to take the cost of the first reservation out of the I/O
- * path, or to tune how the reservation grows.
+ * path, or to tune how the reservation grows. What it reserves is kept
+ * even while wholly free (other chunks go back after a second's idle).
  *
  * Context: process context, may sleep.
  * Return: 0 on success; -EINVAL for a NULL device; -ENODEV when the device

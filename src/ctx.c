@@ -283,6 +283,7 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	ctx->next_chunk = max_t(u64, TWOSTEP_CHUNK_FIRST,
 				twostep_reserve_block());
 	ctx->chunk_max = max_t(u64, TWOSTEP_CHUNK_MAX, ctx->next_chunk);
+	ctx->keep_free = TWOSTEP_KEEP_FREE;
 	mutex_init(&ctx->grow_lock);
 	INIT_WORK(&ctx->grow_work, twostep_grow_work);
 	INIT_DELAYED_WORK(&ctx->shrink_work, twostep_shrink_work);
@@ -472,7 +473,7 @@ static void twostep_shrink_work(struct work_struct *work)
 		if (atomic_long_read(&c->free) != c->nr)
 			continue;
 		/* keep a small chunk the device can still use */
-		if (c->last_pfn <= limit && kept + c->size <= TWOSTEP_KEEP_FREE) {
+		if (c->last_pfn <= limit && kept + c->size <= ctx->keep_free) {
 			kept += c->size;
 			continue;
 		}
@@ -863,6 +864,8 @@ int twostep_attach(struct device *dev, u64 reserve, u64 chunk)
 	ctx->attached = true;
 	next = ctx->next_chunk;
 	max = ctx->chunk_max;
+	/* what was reserved up front stays, free or not */
+	ctx->keep_free = max_t(u64, TWOSTEP_KEEP_FREE, round_up(reserve, block));
 	if (chunk) {
 		ctx->next_chunk = round_up(chunk, block);
 		ctx->chunk_max = ctx->next_chunk;
@@ -880,6 +883,7 @@ int twostep_attach(struct device *dev, u64 reserve, u64 chunk)
 		ctx->attached = false;
 		ctx->next_chunk = next;
 		ctx->chunk_max = max;
+		ctx->keep_free = TWOSTEP_KEEP_FREE;
 		mutex_unlock(&ctx->grow_lock);
 	}
 out_put_user:

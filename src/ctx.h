@@ -68,6 +68,7 @@ struct twostep_chunk {
  * @reserved: bytes in @chunks
  * @next_chunk: bytes the next growth reserves at least
  * @chunk_max: @next_chunk stops doubling here
+ * @keep_free: bytes of wholly free chunks the device keeps
  * @grow_lock: serialises growth
  * @grow_work: growth for try_alloc() calls that could not sleep
  * @grow_want: bytes the worker is asked to find room for
@@ -99,6 +100,7 @@ struct twostep_ctx {
 	u64 reserved;
 	u64 next_chunk;
 	u64 chunk_max;
+	u64 keep_free;
 	struct mutex grow_lock;		/* serialises growth */
 	struct work_struct grow_work;
 	atomic64_t grow_want;
