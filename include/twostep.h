@@ -40,8 +40,8 @@
  * What twostep reserves goes back: a chunk of the reservation that has
  * been wholly free for a second is returned to the DMA API (a device keeps
  * at most 4 MiB of such chunks, or what twostep_attach() reserved), and no
- * chunk takes more than 1/64 of what
- * the device's DMA mask can address (or 256 MiB) unless one range needs it.
+ * chunk takes more than 1/64 of what the device's DMA mask can address (or
+ * 256 MiB) unless one range needs it.
  */
 #ifndef _TWOSTEP_H
 #define _TWOSTEP_H
