@@ -29,6 +29,16 @@ static struct edu_dev *edu_bound[EDU_MAX_DEVS];
 static unsigned int edu_hw_dma_bits;
 static bool edu_detach_on_remove;
 
+/*
+ * The first probe uses twostep, then defers, as a driver whose probe
+ * fails after its set-up does; the probe that follows must find the
+ * device as if it had never been seen (twostep_attach() says 0 again).
+ */
+static struct pci_dev *edu_deferred;
+static int edu_defer_ret[2] = { 1, 1 };
+/* the deferred device keeps its slot: edu 0 stays the first one probed */
+static int edu_deferred_slot = -1;
+
 /* The @i-th bound device (0: the one under test, 1: its peer) or NULL. */
 struct edu_dev *edu_get(unsigned int i)
 {
@@ -148,8 +158,10 @@ static int edu_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	unsigned int slot;
 	int ret;
 
-	for (slot = 0; slot < EDU_MAX_DEVS && edu_bound[slot]; slot++)
-		;
+	for (slot = 0; slot < EDU_MAX_DEVS; slot++)
+		if (!edu_bound[slot] && (slot != edu_deferred_slot ||
+					 pdev == edu_deferred))
+			break;
 	if (slot == EDU_MAX_DEVS)
 		return -EBUSY;
 	edu = devm_kzalloc(&pdev->dev, sizeof(*edu), GFP_KERNEL);
@@ -177,6 +189,17 @@ static int edu_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 					DMA_BIT_MASK(edu_hw_dma_bits));
 	if (ret)
 		return ret;
+	if (!edu_deferred) {
+		edu_defer_ret[0] = twostep_attach(&pdev->dev, 0, 0);
+		edu_deferred = pci_dev_get(pdev);
+		edu_deferred_slot = slot;
+		return -EPROBE_DEFER;
+	}
+	if (edu_deferred == pdev && edu_defer_ret[1] == 1) {
+		edu_defer_ret[1] = twostep_attach(&pdev->dev, 0, 0);
+		if (!edu_defer_ret[1])
+			twostep_detach(&pdev->dev);
+	}
 	ret = pci_alloc_irq_vectors(pdev, 1, 1, PCI_IRQ_MSI);
 	if (ret < 0)
 		return ret;
@@ -187,6 +210,8 @@ static int edu_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 
 	pci_set_drvdata(pdev, edu);
 	edu_bound[slot] = edu;
+	if (pdev == edu_deferred)
+		edu_deferred_slot = -1;
 	dev_info(&pdev->dev, "edu %u bound, irq %d, DMA mask %u bits\n", slot,
 		 edu->irq, edu_hw_dma_bits);
 	return 0;
@@ -227,12 +252,29 @@ static struct pci_driver edu_driver = {
 
 int edu_driver_register(unsigned int hw_dma_bits, bool detach_on_remove)
 {
+	int ret;
+
 	edu_hw_dma_bits = hw_dma_bits;
 	edu_detach_on_remove = detach_on_remove;
-	return pci_register_driver(&edu_driver);
+	ret = pci_register_driver(&edu_driver);
+	/* the deferred probe, now rather than when the core retries it */
+	if (!ret && edu_deferred && !edu_deferred->dev.driver &&
+	    device_attach(&edu_deferred->dev) < 0)
+		dev_warn(&edu_deferred->dev, "probe after the deferral failed\n");
+	return ret;
 }
 
 void edu_driver_unregister(void)
 {
 	pci_unregister_driver(&edu_driver);
+	pci_dev_put(edu_deferred);
+	edu_deferred = NULL;
+	edu_deferred_slot = -1;
+}
+
+/* What twostep_attach() said in the deferred probe and the one after. */
+void edu_defer_result(int *first, int *second)
+{
+	*first = edu_defer_ret[0];
+	*second = edu_defer_ret[1];
 }

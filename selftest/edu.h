@@ -67,5 +67,6 @@ int edu_dma(struct edu_dev *edu, dma_addr_t ram, u32 dev_off, u32 len,
 struct edu_dev *edu_get(unsigned int i);
 int edu_driver_register(unsigned int hw_dma_bits, bool detach_on_remove);
 void edu_driver_unregister(void);
+void edu_defer_result(int *first, int *second);
 
 #endif /* _TWOSTEP_EDU_H */

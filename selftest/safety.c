@@ -886,12 +886,19 @@ static int case_lifecycle_edges(struct ts *t)
 {
 	struct twostep_iova_state st, stale;
 	struct page *pg = alloc_page(GFP_KERNEL);
+	int ret, first, second;
 	ktime_t t0;
 	bool ok;
-	int ret;
 
 	if (!TS_EXPECT(t, pg, "page"))
 		return 0;
+	/* a probe that deferred after twostep_attach(), then the next one */
+	edu_defer_result(&first, &second);
+	ts_diag("attach in the deferred probe %d, in the probe after it %d",
+		first, second);
+	TS_EXPECT(t, !first && !second,
+		  "attach in the deferred probe %d, in the next probe %d",
+		  first, second);
 	/* a failed attach leaves the device as it was */
 	twostep_detach(t->dev);
 	ret = twostep_attach(t->dev, 1ULL << 62, 0);
