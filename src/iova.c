@@ -166,8 +166,11 @@ static int twostep_map(struct twostep_ctx *ctx, unsigned long iova,
 			pgsize = 1UL << ctx->shift;
 			count = 1;
 		}
-		/* the paths below choose page sizes for what they are given */
-		if (!big && !ops->map_pages)
+		/*
+		 * The paths below choose page sizes for what they are given:
+		 * hand them what cannot hold a large page, or one granule.
+		 */
+		if (!big && !ops->map_pages && size - done >= ctx->pgsize_large)
 			count = 1;
 		if (ops->map_pages) {
 			ret = ops->map_pages(ctx->domain, iova + done,
