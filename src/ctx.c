@@ -463,6 +463,7 @@ static void twostep_shrink_work(struct work_struct *work)
 					       shrink_work);
 	unsigned long limit = twostep_limit_pfn(ctx);
 	struct twostep_chunk *c, *next;
+	unsigned long due = 0;
 	unsigned int noio;
 	LIST_HEAD(gone);
 	u64 kept = 0;
@@ -472,6 +473,12 @@ static void twostep_shrink_work(struct work_struct *work)
 	list_for_each_entry_safe(c, next, &ctx->chunks, node) {
 		if (atomic_long_read(&c->free) != c->nr)
 			continue;
+		/* free, but not for long enough yet: look again then */
+		if (time_before(jiffies, READ_ONCE(c->idle_since) +
+				TWOSTEP_GIVE_BACK_DELAY)) {
+			due = READ_ONCE(c->idle_since) + TWOSTEP_GIVE_BACK_DELAY;
+			continue;
+		}
 		/* keep a small chunk the device can still use */
 		if (c->last_pfn <= limit && kept + c->size <= ctx->keep_free) {
 			kept += c->size;
@@ -489,6 +496,9 @@ static void twostep_shrink_work(struct work_struct *work)
 				       (u64)TWOSTEP_CHUNK_FIRST,
 				       twostep_reserve_block());
 	}
+	if (due && !READ_ONCE(ctx->dying))
+		queue_delayed_work(system_unbound_wq, &ctx->shrink_work,
+				   max_t(long, due - jiffies, 1));
 	mutex_unlock(&ctx->grow_lock);
 	if (!list_empty(&gone)) {
 		/* allocators walk the list under RCU */
@@ -640,7 +650,8 @@ static void twostep_alloc_free_rcu(struct rcu_head *head)
 	struct twostep_alloc *a = container_of(head, struct twostep_alloc,
 					       rcu);
 
-	xa_destroy(&a->big);
+	if (!xa_empty(&a->big))
+		xa_destroy(&a->big);
 	twostep_links_free(a->links);
 	kfree(a);
 }
@@ -679,10 +690,14 @@ static unsigned long twostep_alloc_release(struct twostep_ctx *ctx,
 	if (total)
 		iommu_iotlb_sync(ctx->domain, &gather);
 	__free_iova(&a->chunk->iovad, a->iova);
-	if (atomic_long_add_return(a->nr, &a->chunk->free) == a->chunk->nr &&
-	    !READ_ONCE(ctx->dying))
-		mod_delayed_work(system_unbound_wq, &ctx->shrink_work,
-				 TWOSTEP_GIVE_BACK_DELAY);
+	if (atomic_long_add_return(a->nr, &a->chunk->free) == a->chunk->nr) {
+		/* wholly free from now: a test_bit when the worker is due */
+		WRITE_ONCE(a->chunk->idle_since, jiffies);
+		if (!READ_ONCE(ctx->dying) &&
+		    !delayed_work_pending(&ctx->shrink_work))
+			queue_delayed_work(system_unbound_wq, &ctx->shrink_work,
+					   TWOSTEP_GIVE_BACK_DELAY);
+	}
 	twostep_slot_put(ctx, a->slot);
 	atomic_dec(&twostep_live_allocs);
 	atomic_long_dec(&ctx->live_allocs);

@@ -30,6 +30,7 @@
  * @nr: granules
  * @free: granules not allocated nor counted on by an allocation under way
  * @gone: entry in the give-back worker's list
+ * @idle_since: jiffies when it last became wholly free
  * @iovad: private allocator over exactly this range
  */
 struct twostep_chunk {
@@ -40,6 +41,7 @@ struct twostep_chunk {
 	unsigned long nr;
 	atomic_long_t free;
 	struct list_head gone;
+	unsigned long idle_since;
 	struct iova_domain iovad;
 };
 
