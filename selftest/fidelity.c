@@ -464,10 +464,14 @@ static bool fid_link_four(struct ts *t, const struct fid_backend *b,
 	return true;
 }
 
-/* Four links; @unlink() the given ranges; which pages still translate. */
+/*
+ * Four links; @unlink() the given ranges (the last one where upstream may
+ * WARN when @warn_last); which pages still translate.
+ */
 static int fid_links_then(struct ts *t, const struct fid_backend *b,
 			  char *out, const size_t (*ranges)[2],
-			  unsigned int nranges, bool destroy_all)
+			  unsigned int nranges, bool destroy_all,
+			  bool warn_last)
 {
 	struct ts_pages p;
 	union fid_state s;
@@ -480,9 +484,14 @@ static int fid_links_then(struct ts *t, const struct fid_backend *b,
 		return ret;
 	if (!fid_link_four(t, b, &p, &s, out))
 		goto out_put;
-	for (i = 0; i < nranges; i++)
+	for (i = 0; i < nranges; i++) {
+		if (warn_last && i == nranges - 1)
+			fid_warn_begin(b);
 		b->unlink(t, &s, ranges[i][0], ranges[i][1],
 			  DMA_BIDIRECTIONAL);
+		if (warn_last && i == nranges - 1)
+			fid_warn_end(b);
+	}
 	if (destroy_all)
 		b->destroy(t, &s, 4 * PAGE_SIZE, DMA_BIDIRECTIONAL);
 	for (i = 0; i < 4; i++)
@@ -509,7 +518,7 @@ static int fid_unlink_one(struct ts *t, const struct fid_backend *b,
 {
 	static const size_t r[][2] = { { PAGE_SIZE, PAGE_SIZE } };
 
-	return fid_links_then(t, b, out, r, 1, false);
+	return fid_links_then(t, b, out, r, 1, false, false);
 }
 
 /* One unlink may span several links. */
@@ -518,14 +527,30 @@ static int fid_unlink_span(struct ts *t, const struct fid_backend *b,
 {
 	static const size_t r[][2] = { { PAGE_SIZE, 3 * PAGE_SIZE } };
 
-	return fid_links_then(t, b, out, r, 1, false);
+	return fid_links_then(t, b, out, r, 1, false, false);
+}
+
+/*
+ * Unlink over a hole: four links, page 1 unlinked, then the whole range.
+ * twostep unmaps every linked page the range covers; upstream's unmap
+ * stops at the hole on Intel and AMD (7.3: WARN, the pages after it stay
+ * mapped), while virtio-iommu's unmaps the whole range.
+ */
+static int fid_unlink_hole(struct ts *t, const struct fid_backend *b,
+			   char *out)
+{
+	static const size_t r[][2] = {
+		{ PAGE_SIZE, PAGE_SIZE }, { 0, 4 * PAGE_SIZE },
+	};
+
+	return fid_links_then(t, b, out, r, 2, false, true);
 }
 
 /* Destroy with the whole length unmaps everything. */
 static int fid_destroy_all(struct ts *t, const struct fid_backend *b,
 			   char *out)
 {
-	return fid_links_then(t, b, out, NULL, 0, true);
+	return fid_links_then(t, b, out, NULL, 0, true, false);
 }
 
 /*
@@ -560,45 +585,6 @@ static int fid_destroy_short(struct ts *t, const struct fid_backend *b,
 		iommu_unmap(ts_domain(t), addr + i * PAGE_SIZE, PAGE_SIZE);
 	}
 	map[4] = '\0';
-	snprintf(out, FID_OUT, "translating=%s", map);
-out_put:
-	ts_pages_put(&p);
-	return 0;
-}
-
-/*
- * Unlink over a hole: four links, page 1 unlinked, then the whole range.
- * twostep unmaps every linked page the range covers; upstream's unmap
- * stops at the hole on Intel and AMD (7.3: WARN, the pages after it stay
- * mapped), while virtio-iommu's unmaps the whole range.
- */
-static int fid_unlink_hole(struct ts *t, const struct fid_backend *b,
-			   char *out)
-{
-	struct ts_pages p;
-	union fid_state s;
-	unsigned int i;
-	char map[5];
-	int ret;
-
-	ret = ts_pages_get(t, &p, 4);
-	if (ret)
-		return ret;
-	if (!fid_link_four(t, b, &p, &s, out))
-		goto out_put;
-	b->unlink(t, &s, PAGE_SIZE, PAGE_SIZE, DMA_BIDIRECTIONAL);
-	fid_warn_begin(b);
-	b->unlink(t, &s, 0, 4 * PAGE_SIZE, DMA_BIDIRECTIONAL);
-	fid_warn_end(b);
-	for (i = 0; i < 4; i++) {
-		map[i] = fid_mapped(t, b->addr(&s) + i * PAGE_SIZE,
-				    page_to_phys(p.pg[i])) ? '1' : '0';
-		if (map[i] == '1')
-			b->unlink(t, &s, i * PAGE_SIZE, PAGE_SIZE,
-				  DMA_BIDIRECTIONAL);
-	}
-	map[4] = '\0';
-	b->free(t, &s);
 	snprintf(out, FID_OUT, "translating=%s", map);
 out_put:
 	ts_pages_put(&p);

@@ -6,8 +6,10 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/completion.h>
 #include <linux/dma-mapping.h>
 #include <linux/iommu.h>
+#include <linux/kthread.h>
 #include <linux/mm.h>
 #include <linux/slab.h>
 #include <linux/string.h>
@@ -397,4 +399,13 @@ void ts_pages_fill_block(struct page *block, unsigned int n, u32 seed)
 
 	for (off = 0; off < (size_t)n * PAGE_SIZE; off++)
 		((u8 *)page_address(block))[off] = ts_pat(seed, off);
+}
+
+/* A test thread's end: say it is done, then wait to be stopped. */
+int ts_kthread_finish(struct completion *done)
+{
+	complete(done);
+	while (!kthread_should_stop())
+		schedule_timeout_interruptible(1);
+	return 0;
 }

@@ -17,6 +17,7 @@
 
 struct page;
 struct iommu_domain;
+struct completion;
 
 struct ts_pages {
 	unsigned int n;
@@ -70,5 +71,6 @@ void ts_map_teardown(struct ts *t, struct ts_map *m,
 void ts_stats(struct ts *t, struct twostep_stats *s);
 unsigned int ts_used_mapped(struct ts *t);
 void ts_pages_fill_block(struct page *block, unsigned int n, u32 seed);
+int ts_kthread_finish(struct completion *done);
 
 #endif /* _TWOSTEP_HELPERS_H */

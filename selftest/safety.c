@@ -268,10 +268,7 @@ static int lr_thread(void *data)
 		if (!(i & 255))
 			cond_resched();
 	}
-	complete(&r->done);
-	while (!kthread_should_stop())
-		schedule_timeout_interruptible(1);
-	return 0;
+	return ts_kthread_finish(&r->done);
 }
 
 static int case_link_vs_destroy(struct ts *t)
@@ -577,10 +574,7 @@ static int dr_thread(void *data)
 			cond_resched();
 	}
 out:
-	complete(&r->done);
-	while (!kthread_should_stop())
-		schedule_timeout_interruptible(1);
-	return 0;
+	return ts_kthread_finish(&r->done);
 }
 
 static int case_detach_races(struct ts *t)
@@ -700,10 +694,7 @@ static int hb_thread(void *data)
 		if (!(r & 255))
 			cond_resched();
 	}
-	complete(&h->done);
-	while (!kthread_should_stop())
-		schedule_timeout_interruptible(1);
-	return 0;
+	return ts_kthread_finish(&h->done);
 }
 
 /*
