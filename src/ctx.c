@@ -392,6 +392,8 @@ static int twostep_ctx_grow(struct twostep_ctx *ctx, u64 need,
 	c->last_pfn = (start + (size - 1)) >> ctx->shift;
 	c->nr = size >> ctx->shift;
 	atomic_long_set(&c->free, c->nr);
+	/* free, but reserved for a request under way: not idle yet */
+	c->idle_since = jiffies;
 	init_iova_domain(&c->iovad, 1UL << ctx->shift, start >> ctx->shift);
 	list_add_tail_rcu(&c->node, &ctx->chunks);
 	WRITE_ONCE(ctx->nchunks, ctx->nchunks + 1);
