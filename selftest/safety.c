@@ -851,6 +851,23 @@ static void gb_round(struct ts *t, struct device *classic, const char *who)
 	/* no chunk takes a large share of a 32-bit space */
 	TS_EXPECT(t, chunk_max <= SZ_64M, "%s: a chunk of %llu MiB", who,
 		  chunk_max >> 20);
+
+	/*
+	 * Detach (what an unbind does) with the ranges of a second burst
+	 * still live: the space is back at once, by its effect.
+	 */
+	for (i = 0; i < n; i++)
+		if (!twostep_iova_try_alloc(t->dev, &st[i], 0, SZ_16M))
+			break;
+	twostep_detach(t->dev);
+	/* no idle delay: only a lazy domain's flush queue (10 ms) */
+	msleep(100);
+	after = gb_classic(classic, blk, addr);
+	ts_diag("%s: detach with %u ranges live: %llu MiB fit after it",
+		who, i, after >> 20);
+	TS_EXPECT(t, i > 0 && after * 100 >= before * 95,
+		  "%s: detach with %u ranges live: %llu MiB fit, before %llu MiB",
+		  who, i, after >> 20, before >> 20);
 out_mask:
 	dma_set_mask(t->dev, mask);
 	dma_set_mask(classic, cmask);
