@@ -219,6 +219,7 @@ static inline void twostep_linked_add(struct twostep_ctx *ctx, long n)
 static inline bool twostep_alloc_enter(struct twostep_alloc *a)
 {
 	atomic_inc(&a->inflight);
+	/* the count before the look at @dead: see twostep_alloc_finish() */
 	smp_mb__after_atomic();
 	if (likely(!READ_ONCE(a->dead)))
 		return true;
@@ -228,6 +229,7 @@ static inline bool twostep_alloc_enter(struct twostep_alloc *a)
 
 static inline void twostep_alloc_exit(struct twostep_alloc *a)
 {
+	/* what the call mapped or unmapped, before it counts itself out */
 	smp_mb__before_atomic();
 	atomic_dec(&a->inflight);
 }
