@@ -401,6 +401,20 @@ void ts_pages_fill_block(struct page *block, unsigned int n, u32 seed)
 		((u8 *)page_address(block))[off] = ts_pat(seed, off);
 }
 
+/* A test thread bound to @cpu and running, or NULL. */
+struct task_struct *ts_kthread_on(int (*fn)(void *data), void *data,
+				  unsigned int cpu, const char *name)
+{
+	struct task_struct *task = kthread_create(fn, data, "%s/%u", name,
+						  cpu);
+
+	if (IS_ERR(task))
+		return NULL;
+	kthread_bind(task, cpu);
+	wake_up_process(task);
+	return task;
+}
+
 /* A test thread's end: say it is done, then wait to be stopped. */
 int ts_kthread_finish(struct completion *done)
 {

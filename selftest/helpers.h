@@ -71,6 +71,8 @@ void ts_map_teardown(struct ts *t, struct ts_map *m,
 void ts_stats(struct ts *t, struct twostep_stats *s);
 unsigned int ts_used_mapped(struct ts *t);
 void ts_pages_fill_block(struct page *block, unsigned int n, u32 seed);
+struct task_struct *ts_kthread_on(int (*fn)(void *data), void *data,
+				  unsigned int cpu, const char *name);
 int ts_kthread_finish(struct completion *done);
 
 #endif /* _TWOSTEP_HELPERS_H */

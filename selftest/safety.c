@@ -290,11 +290,9 @@ static int case_link_vs_destroy(struct ts *t)
 	r.phys = page_to_phys(pg);
 	spin_lock_init(&r.lock);
 	init_completion(&r.done);
-	task = kthread_create(lr_thread, &r, "twostep-lr");
-	if (!TS_EXPECT(t, !IS_ERR(task), "kthread"))
+	task = ts_kthread_on(lr_thread, &r, 1, "twostep-lr");
+	if (!TS_EXPECT(t, task, "kthread"))
 		goto out_page;
-	kthread_bind(task, 1);
-	wake_up_process(task);
 	for (round = 0; round < rounds; round++) {
 		if (!ts_try_alloc(t, &st, 0, 4 * PAGE_SIZE)) {
 			TS_EXPECT(t, 0, "try_alloc in round %u", round);
@@ -603,11 +601,9 @@ static int case_detach_races(struct ts *t)
 	addr[1] = r.st[1].addr;
 	init_completion(&r.go);
 	init_completion(&r.done);
-	task = kthread_create(dr_thread, &r, "twostep-dr");
-	if (!TS_EXPECT(t, !IS_ERR(task), "kthread"))
+	task = ts_kthread_on(dr_thread, &r, 1, "twostep-dr");
+	if (!TS_EXPECT(t, task, "kthread"))
 		goto out_page;
-	kthread_bind(task, 1);
-	wake_up_process(task);
 	complete(&r.go);
 	msleep(20);
 	twostep_detach(t->dev);
@@ -630,11 +626,9 @@ static int case_detach_races(struct ts *t)
 	r.first_growth = true;
 	init_completion(&r.go);
 	init_completion(&r.done);
-	task = kthread_create(dr_thread, &r, "twostep-dr");
-	if (!TS_EXPECT(t, !IS_ERR(task), "kthread"))
+	task = ts_kthread_on(dr_thread, &r, 1, "twostep-dr");
+	if (!TS_EXPECT(t, task, "kthread"))
 		goto out_page;
-	kthread_bind(task, 1);
-	wake_up_process(task);
 	complete(&r.go);
 	for (i = 0; i < 2; i++)
 		if (!twostep_iova_try_alloc(t->dev, &r.st[i], 0, SZ_1M))
@@ -736,14 +730,9 @@ static int case_hmm_bitmap(struct ts *t)
 		h[i].map = &map;
 		h[i].parity = i;
 		init_completion(&h[i].done);
-		task[i] = kthread_create(hb_thread, &h[i], "twostep-hb/%u", i);
-		if (IS_ERR(task[i])) {
-			task[i] = NULL;
+		task[i] = ts_kthread_on(hb_thread, &h[i], i, "twostep-hb");
+		if (!task[i])
 			complete(&h[i].done);
-			continue;
-		}
-		kthread_bind(task[i], i);
-		wake_up_process(task[i]);
 	}
 	for (i = 0; i < 2; i++) {
 		wait_for_completion(&h[i].done);

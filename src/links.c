@@ -180,12 +180,6 @@ bool twostep_links_inside(struct twostep_links *l, unsigned long g)
 	return g < l->nr && links_get(l, g) == 1;
 }
 
-/* Is granule @g linked? */
-bool twostep_links_linked(struct twostep_links *l, unsigned long g)
-{
-	return g < l->nr && (links_get(l, g) & 1);
-}
-
 /**
  * twostep_links_head - the head of the link that holds granule @g
  * @l: link map

@@ -68,7 +68,6 @@ void twostep_links_clear(struct twostep_links *l, unsigned long first,
 			 unsigned long count);
 void twostep_links_set_head(struct twostep_links *l, unsigned long g);
 bool twostep_links_inside(struct twostep_links *l, unsigned long g);
-bool twostep_links_linked(struct twostep_links *l, unsigned long g);
 unsigned long twostep_links_head(struct twostep_links *l, unsigned long g);
 unsigned long twostep_links_end(struct twostep_links *l, unsigned long g);
 unsigned long twostep_links_next_run(struct twostep_links *l,
