@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * twostep: per-device contexts, their reservation and the allocations made
- * in it (ctx.c). Used by the IOVA calls (iova.c); uses reserve.c and
- * links.c.
+ * twostep: the shared internal header. The types of a device's context,
+ * its chunks and its live allocations, used by counters.c, chunk.c,
+ * slot.c and ctx.c, with the lock-free lookups of the IOVA calls; and the
+ * calls of ctx.c (contexts and allocations), used by iova.c, hmm.c and
+ * module.c.
  */
 #ifndef _TWOSTEP_CTX_H
 #define _TWOSTEP_CTX_H
@@ -155,7 +157,6 @@ struct twostep_alloc {
 	struct xarray big;
 };
 
-extern atomic_t twostep_fail_countdown[3];
 extern struct list_head twostep_ctxs;
 extern spinlock_t twostep_ctxs_lock;
 
@@ -175,9 +176,9 @@ static inline struct twostep_ctx *twostep_ctx_find(struct device *dev)
 	return NULL;
 }
 
-bool twostep_should_fail(enum twostep_fail what);
-void twostep_misuse(struct twostep_ctx *ctx, struct device *dev,
-		    const char *fmt, ...) __printf(3, 4);
+void twostep_ctx_destroy(struct twostep_ctx *ctx, const char *why,
+			 bool keep_hint);
+bool twostep_ctx_remove(struct device *dev, const char *why, bool keep_hint);
 struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
 					u64 size);
 

@@ -23,6 +23,7 @@
 #include <linux/swiotlb.h>
 
 #include "compat.h"
+#include "counters.h"
 #include "ctx.h"
 #include "iova.h"
 

@@ -17,6 +17,7 @@
 #include <linux/overflow.h>
 
 #include "compat.h"
+#include "counters.h"
 #include "ctx.h"
 #include "iova.h"
 

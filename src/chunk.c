@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * twostep: the chunks of a context. The reservation grows by one chunk at
+ * a time, reserved from the DMA API (reserve.c), on demand or by a worker
+ * for calls that cannot sleep; a private iova_domain inside each chunk
+ * hands out the ranges; chunks that stay wholly free go back to the DMA
+ * API from the give-back worker. Calls reserve.c and counters.c.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/device.h>
+#include <linux/dma-mapping.h>
+#include <linux/iommu.h>
+#include <linux/iova.h>
+#include <linux/jiffies.h>
+#include <linux/ktime.h>
+#include <linux/log2.h>
+#include <linux/rculist.h>
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
+#include <linux/workqueue.h>
+
+#include "chunk.h"
+#include "counters.h"
+#include "ctx.h"
+#include "reserve.h"
+
+/*
+ * How long a chunk stays wholly free before it goes back to the DMA API:
+ * long enough that a burst of allocations and frees does not reserve and
+ * return the same space over and over (a reservation costs 0.1-3 ms), short
+ * enough that the space is back before another device misses it.
+ */
+#define TWOSTEP_GIVE_BACK_DELAY	HZ
+/* &twostep_chunk.free of a chunk being given back: no allocation fits */
+#define TWOSTEP_CHUNK_CLOSED	(LONG_MIN / 2)
+
+/*
+ * Highest granule the device may be given now: its DMA mask may have been
+ * lowered since chunks were reserved under a wider one.
+ */
+static unsigned long twostep_limit_pfn(struct twostep_ctx *ctx)
+{
+	return dma_get_mask(ctx->dev) >> ctx->shift;
+}
+
+/* Is there a chunk under the device's mask with @nr granules free? */
+bool twostep_has_room(struct twostep_ctx *ctx, unsigned long nr)
+{
+	unsigned long limit = twostep_limit_pfn(ctx);
+	struct twostep_chunk *c;
+	bool room = false;
+
+	rcu_read_lock();
+	list_for_each_entry_rcu(c, &ctx->chunks, node)
+		if (atomic_long_read(&c->free) >= nr &&
+		    c->last_pfn <= limit)
+			room = true;
+	rcu_read_unlock();
+	return room;
+}
+
+/*
+ * Reserve one more chunk with room for @need bytes (just that when
+ * @exact), unless another caller grew the reservation since this one saw
+ * @seen chunks. Runs in a memalloc_noio scope: drivers call try_alloc from
+ * writeback and swap paths, so growth never waits on I/O.
+ */
+int twostep_ctx_grow(struct twostep_ctx *ctx, u64 need, unsigned int seen,
+		     bool exact)
+{
+	u64 block = twostep_reserve_block(), size, reach, t0 = ktime_get_ns();
+	struct twostep_chunk *c;
+	unsigned int noio;
+	dma_addr_t start;
+	int ret;
+
+	need = round_up(need, block);
+	/* more than the device or its domain can address: do not even try */
+	reach = dma_get_mask(ctx->dev);
+	if (ctx->domain->geometry.force_aperture)
+		reach = min_t(u64, reach, ctx->domain->geometry.aperture_end);
+	/* nor more than twostep serves in one range: the cost is bounded */
+	if (need - 1 > reach || need > TWOSTEP_IOVA_MAX_SIZE + block)
+		return -ENOSPC;
+	noio = memalloc_noio_save();
+	mutex_lock(&ctx->grow_lock);
+	ret = 0;
+	if (ctx->nchunks != seen)
+		goto out_unlock;
+	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	ret = -ENOMEM;
+	if (!c)
+		goto out_unlock;
+	/*
+	 * No chunk takes more than 1/64 of what the device can address now
+	 * (32 MiB of a 32-bit space), unless one request needs it.
+	 */
+	size = exact ? need :
+	       max(need, min_t(u64, ctx->next_chunk,
+			       max_t(u64, block,
+				     rounddown_pow_of_two(reach >> 6))));
+	ret = twostep_reserve(ctx->dev, ctx->domain, size, &start);
+	if (ret == -ENOSPC && size > need) {
+		size = need;
+		ret = twostep_reserve(ctx->dev, ctx->domain, size, &start);
+	}
+	if (ret) {
+		dev_warn_ratelimited(ctx->dev, "twostep: reserving %llu bytes of IOVA failed: %d\n",
+				     size, ret);
+		kfree(c);
+		goto out_unlock;
+	}
+	c->start = start;
+	c->size = size;
+	c->last_pfn = (start + (size - 1)) >> ctx->shift;
+	c->nr = size >> ctx->shift;
+	atomic_long_set(&c->free, c->nr);
+	/* free, but reserved for a request under way: not idle yet */
+	c->idle_since = jiffies;
+	init_iova_domain(&c->iovad, 1UL << ctx->shift, start >> ctx->shift);
+	list_add_tail_rcu(&c->node, &ctx->chunks);
+	WRITE_ONCE(ctx->nchunks, ctx->nchunks + 1);
+	WRITE_ONCE(ctx->reserved, ctx->reserved + size);
+	atomic64_add(size, &twostep_reserved_all);
+	atomic_inc(&twostep_live_chunks);
+	if (size >= ctx->next_chunk)
+		ctx->next_chunk = min(ctx->next_chunk * 2, ctx->chunk_max);
+	WRITE_ONCE(ctx->grow_ns, ktime_get_ns() - t0);
+	dev_dbg(ctx->dev, "twostep: reserved [%pad + %#llx] in %llu ns\n",
+		&start, size, ctx->grow_ns);
+out_unlock:
+	mutex_unlock(&ctx->grow_lock);
+	memalloc_noio_restore(noio);
+	return ret;
+}
+
+static struct iova *twostep_chunk_alloc(struct twostep_ctx *ctx,
+					unsigned long nr,
+					struct twostep_chunk **chunkp);
+
+/* Could a range of @nr granules be allocated now? Tries it. */
+static bool twostep_can_alloc(struct twostep_ctx *ctx, unsigned long nr)
+{
+	struct twostep_chunk *c;
+	struct iova *iova;
+
+	rcu_read_lock();
+	iova = twostep_chunk_alloc(ctx, nr, &c);
+	if (iova) {
+		__free_iova(&c->iovad, iova);
+		atomic_long_add(nr, &c->free);
+	}
+	rcu_read_unlock();
+	return iova;
+}
+
+void twostep_grow_work(struct work_struct *work)
+{
+	struct twostep_ctx *ctx = container_of(work, struct twostep_ctx,
+					       grow_work);
+	u64 want = atomic64_xchg(&ctx->grow_want, 0);
+
+	/* a free run of the size asked, not just as many free granules */
+	if (want && !twostep_can_alloc(ctx, want >> ctx->shift))
+		twostep_ctx_grow(ctx, want, READ_ONCE(ctx->nchunks), true);
+}
+
+/* Give one chunk back to the DMA API; it is off the list, unseen by all. */
+void twostep_chunk_put(struct twostep_ctx *ctx, struct twostep_chunk *c)
+{
+	put_iova_domain(&c->iovad);
+	if (!ctx->domain_gone)
+		twostep_unreserve(ctx->dev, ctx->domain, c->start, c->size);
+	atomic64_sub(c->size, &twostep_reserved_all);
+	atomic_dec(&twostep_live_chunks);
+	kfree(c);
+}
+
+/*
+ * Chunks that stayed wholly free go back to the DMA API, but for
+ * TWOSTEP_KEEP_FREE bytes of them, so that a device that keeps using
+ * twostep does not reserve afresh for every burst.
+ */
+void twostep_shrink_work(struct work_struct *work)
+{
+	struct twostep_ctx *ctx = container_of(to_delayed_work(work),
+					       struct twostep_ctx,
+					       shrink_work);
+	unsigned long limit = twostep_limit_pfn(ctx);
+	struct twostep_chunk *c, *next;
+	unsigned long due = 0;
+	unsigned int noio;
+	LIST_HEAD(gone);
+	u64 kept = 0;
+
+	noio = memalloc_noio_save();
+	mutex_lock(&ctx->grow_lock);
+	list_for_each_entry_safe(c, next, &ctx->chunks, node) {
+		if (atomic_long_read(&c->free) != c->nr)
+			continue;
+		/* free, but not for long enough yet: look again then */
+		if (time_before(jiffies, READ_ONCE(c->idle_since) +
+				TWOSTEP_GIVE_BACK_DELAY)) {
+			due = READ_ONCE(c->idle_since) + TWOSTEP_GIVE_BACK_DELAY;
+			continue;
+		}
+		/* keep a small chunk the device can still use */
+		if (c->last_pfn <= limit && kept + c->size <= ctx->keep_free) {
+			kept += c->size;
+			continue;
+		}
+		/* only while no allocation holds or counts on it */
+		if (atomic_long_cmpxchg(&c->free, c->nr,
+					TWOSTEP_CHUNK_CLOSED) != c->nr)
+			continue;
+		list_del_rcu(&c->node);
+		list_add(&c->gone, &gone);
+		WRITE_ONCE(ctx->nchunks, ctx->nchunks - 1);
+		WRITE_ONCE(ctx->reserved, ctx->reserved - c->size);
+		ctx->next_chunk = max3(ctx->next_chunk / 2,
+				       (u64)TWOSTEP_CHUNK_FIRST,
+				       twostep_reserve_block());
+	}
+	if (due && !READ_ONCE(ctx->dying))
+		queue_delayed_work(system_unbound_wq, &ctx->shrink_work,
+				   max_t(long, due - jiffies, 1));
+	mutex_unlock(&ctx->grow_lock);
+	if (!list_empty(&gone)) {
+		/* allocators walk the list under RCU */
+		synchronize_rcu();
+		list_for_each_entry_safe(c, next, &gone, gone)
+			twostep_chunk_put(ctx, c);
+		iommu_flush_iotlb_all(ctx->domain);
+	}
+	memalloc_noio_restore(noio);
+}
+
+/* Take @nr granules from the first chunk under the mask that has them. */
+static struct iova *twostep_chunk_alloc(struct twostep_ctx *ctx,
+					unsigned long nr,
+					struct twostep_chunk **chunkp)
+{
+	unsigned long limit = twostep_limit_pfn(ctx);
+	struct twostep_chunk *c;
+	struct iova *iova = NULL;
+
+	rcu_read_lock();
+	list_for_each_entry_rcu(c, &ctx->chunks, node) {
+		/* a chunk reserved under a wider mask than today's is skipped */
+		if (atomic_long_read(&c->free) < nr || c->last_pfn > limit)
+			continue;
+		/* count first: a chunk is given back only at its full count */
+		if (atomic_long_sub_return(nr, &c->free) < 0) {
+			atomic_long_add(nr, &c->free);
+			continue;
+		}
+		/*
+		 * Size-aligned, as upstream's allocator gives every range: a
+		 * range never crosses a boundary of its size rounded up to a
+		 * power of two (64 KiB, 4 GiB), and a physically contiguous
+		 * link can use large pages.
+		 */
+		iova = alloc_iova(&c->iovad, nr, c->last_pfn, true);
+		if (iova) {
+			*chunkp = c;
+			break;
+		}
+		atomic_long_add(nr, &c->free);
+	}
+	rcu_read_unlock();
+	return iova;
+}
+
+/* IOVA for @nr granules: grow the reservation, or ask the worker to. */
+struct iova *twostep_iova_get(struct twostep_ctx *ctx, unsigned long nr,
+			      bool may_sleep, struct twostep_chunk **chunkp)
+{
+	unsigned int seen;
+	struct iova *iova;
+	u64 want;
+
+	for (;;) {
+		seen = READ_ONCE(ctx->nchunks);
+		iova = twostep_chunk_alloc(ctx, nr, chunkp);
+		if (iova)
+			return iova;
+		want = (u64)nr << ctx->shift;
+		if (!may_sleep) {
+			/* keep the largest request that is waiting */
+			u64 old = atomic64_read(&ctx->grow_want);
+
+			while (old < want &&
+			       !atomic64_try_cmpxchg(&ctx->grow_want, &old,
+						     want))
+				;
+			queue_work(system_unbound_wq, &ctx->grow_work);
+			atomic_long_inc(&ctx->deferred);
+			return NULL;
+		}
+		if (twostep_ctx_grow(ctx, want, seen, false))
+			return NULL;
+	}
+}
+
+/*
+ * Give the @nr granules of @iova back to chunk @c; a chunk wholly free
+ * from now is left to the give-back worker.
+ */
+void twostep_iova_put(struct twostep_ctx *ctx, struct twostep_chunk *c,
+		      struct iova *iova, unsigned long nr)
+{
+	__free_iova(&c->iovad, iova);
+	if (atomic_long_add_return(nr, &c->free) == c->nr) {
+		/* wholly free from now: a test_bit when the worker is due */
+		WRITE_ONCE(c->idle_since, jiffies);
+		if (!READ_ONCE(ctx->dying) &&
+		    !delayed_work_pending(&ctx->shrink_work))
+			queue_delayed_work(system_unbound_wq, &ctx->shrink_work,
+					   TWOSTEP_GIVE_BACK_DELAY);
+	}
+}

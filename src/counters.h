@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * twostep: the module-wide counters, the report of bad input and fault
+ * injection (counters.c). Calls nothing of twostep's; used by every file
+ * above it.
+ */
+#ifndef _TWOSTEP_COUNTERS_H
+#define _TWOSTEP_COUNTERS_H
+
+#include <linux/atomic.h>
+#include <linux/compiler_attributes.h>
+
+#include "twostep.h"
+
+struct device;
+struct twostep_ctx;
+
+extern atomic_t twostep_live_contexts;
+extern atomic_t twostep_live_allocs;
+extern atomic_t twostep_live_chunks;
+extern atomic_t twostep_misuse_all;
+extern atomic64_t twostep_reserved_all;
+extern atomic_t twostep_fail_countdown[3];
+
+bool twostep_should_fail(enum twostep_fail what);
+void twostep_misuse(struct twostep_ctx *ctx, struct device *dev,
+		    const char *fmt, ...) __printf(3, 4);
+
+#endif /* _TWOSTEP_COUNTERS_H */
