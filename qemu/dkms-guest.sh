@@ -123,7 +123,6 @@ case "$phase" in
 		find / -xdev -path /tmp -prune -o -name '*twostep*' \
 			! -path /usr/local/sbin/twostep-init \
 			! -path /etc/initramfs-tools/conf.d/twostep-guest \
-			! -path /etc/dpkg/dpkg.cfg.d/twostep-guest \
 			-print 2>/dev/null
 		grep -l twostep /lib/modules/*/modules.* 2>/dev/null
 		dpkg -l twostep-dkms 2>/dev/null | grep '^[a-z][a-z] '

@@ -77,8 +77,9 @@ ts_image_build() {
 	ts_log "VM image: from ${sources[*]}"
 	# The initramfs of the kernels installed in the guest holds the
 	# modules of its disk only (MODULES=dep): TCG makes "most" slow.
-	# dpkg does not fsync each file it unpacks (force-unsafe-io): the
-	# guest's disk is a throw-away overlay.
+	# dpkg does not fsync each file it unpacks (force-unsafe-io, kept in
+	# the image's dpkg.cfg.d/99mmdebstrap), neither while the image is
+	# built nor in the guest, whose disk is a throw-away overlay.
 	# The upgrade kernel as a user installs it from backports, resolved
 	# by the image's own apt and downloaded only (into an archive cache
 	# emptied of the image's own packages first), then taken out.
@@ -86,12 +87,15 @@ ts_image_build() {
 	hook="$hook && chroot \"\$1\" apt-get -y -q --download-only --no-install-recommends"
 	hook="$hook -t $TS_IMAGE_SUITE-backports install linux-image-amd64 linux-headers-amd64"
 	hook="$hook && mv \"\$1\"/var/cache/apt/archives/*.deb '$tmp/upgrade/'"
-	if ! mmdebstrap --variant=apt --include="$TS_IMAGE_PACKAGES" \
+	# Each line with its time, a profile of the build.
+	if ! ( mmdebstrap --variant=apt --include="$TS_IMAGE_PACKAGES" \
+		--dpkgopt=force-unsafe-io \
 		--customize-hook='echo twostep-guest >"$1/etc/hostname"' \
 		--customize-hook='echo MODULES=dep >"$1/etc/initramfs-tools/conf.d/twostep-guest"' \
-		--customize-hook='echo force-unsafe-io >"$1/etc/dpkg/dpkg.cfg.d/twostep-guest"' \
 		--customize-hook="$hook" \
-		"$TS_IMAGE_SUITE" "$tmp/root" "${sources[@]}" >&2; then
+		"$TS_IMAGE_SUITE" "$tmp/root" "${sources[@]}" 2>&1 |
+		ts_stamp >&2
+		exit "${PIPESTATUS[0]}" ); then
 		rm -rf "$tmp"
 		ts_die "mmdebstrap failed"
 	fi

@@ -23,6 +23,13 @@ ts_log() { printf '%s\n' "$*" >&2; }
 TS_T0=${TS_T0:-0}
 ts_say() { printf '[%4d s] %s\n' $((SECONDS - TS_T0)) "$*"; }
 ts_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+# Copy stdin to stdout, each line with the seconds since the copy began.
+ts_stamp() {
+	local t0=$SECONDS line
+	while IFS= read -r line; do
+		printf '[%4d s] %s\n' $((SECONDS - t0)) "$line"
+	done
+}
 
 # Install whatever Debian packages are missing (idempotent).
 ts_need_packages() {
