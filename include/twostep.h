@@ -13,7 +13,10 @@
  * does not translate (no IOMMU, identity or passthrough) try_alloc returns
  * false and the caller falls back to dma_map_page() or dma_map_sg(), as
  * with the upstream API. twostep_attach() is optional; twostep_detach(),
- * unbinding the driver or removing the device gives everything back.
+ * unbinding the driver or removing the device gives everything back. When
+ * the group's domain changes (sysfs type, with no driver bound), the next
+ * try_alloc() or attach() drops what twostep held in the old domain
+ * without touching it and starts afresh; states from before are stale.
  *
  * Error codes returned by the int-returning calls:
  *   -ENODEV  twostep holds nothing for the device (never used, detached,

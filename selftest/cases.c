@@ -1135,6 +1135,8 @@ static const struct ts_group ts_groups[] = {
 	{ ts_fidelity_cases, &ts_fidelity_ncases },
 	{ ts_odp_cases, &ts_odp_ncases },
 	{ ts_final_cases, &ts_final_ncases },
+	/* after no_leak: they leave the peer unbound, with a context */
+	{ ts_group_cases, &ts_group_ncases },
 	{ }
 };
 
@@ -1145,13 +1147,13 @@ static const struct ts_group ts_bench_groups[] = {
 	{ }
 };
 
-static bool ts_selected(const char *filter, const char *name)
+static bool ts_selected(const char *filter, const struct ts_case *c)
 {
+	const char *p = filter, *name = c->name;
 	size_t len = strlen(name);
-	const char *p = filter;
 
 	if (!filter || !*filter)
-		return true;
+		return !c->on_request;
 	while ((p = strstr(p, name))) {
 		if ((p == filter || p[-1] == ',') &&
 		    (p[len] == ',' || p[len] == '\0'))
@@ -1209,7 +1211,7 @@ int ts_run_all(struct ts *t, const char *filter)
 		filter = "edu_identity,bench";
 	for (g = groups; g->cases; g++)
 		for (i = 0; i < *g->n; i++)
-			n += ts_selected(filter, g->cases[i].name);
+			n += ts_selected(filter, &g->cases[i]);
 
 	ts_probe = dma_alloc_coherent(t->dev, EDU_BUF_SIZE, &ts_probe_dma,
 				      GFP_KERNEL);
@@ -1229,7 +1231,7 @@ int ts_run_all(struct ts *t, const char *filter)
 		for (i = 0; i < *g->n; i++) {
 			const struct ts_case *c = &g->cases[i];
 
-			if (ts_selected(filter, c->name))
+			if (ts_selected(filter, c))
 				ts_run_one(t, c, ++num, &failed, &skipped);
 		}
 	}

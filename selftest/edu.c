@@ -257,11 +257,17 @@ int edu_driver_register(unsigned int hw_dma_bits, bool detach_on_remove)
 	edu_hw_dma_bits = hw_dma_bits;
 	edu_detach_on_remove = detach_on_remove;
 	ret = pci_register_driver(&edu_driver);
-	/* the deferred probe, now rather than when the core retries it */
-	if (!ret && edu_deferred && !edu_deferred->dev.driver &&
-	    device_attach(&edu_deferred->dev) < 0)
+	if (ret || !edu_deferred)
+		return ret;
+	/*
+	 * The deferred probe, now rather than when the core retries it: the
+	 * core's retry, which another device's probe triggers, may be under
+	 * way already, so wait for it first.
+	 */
+	wait_for_device_probe();
+	if (!edu_deferred->dev.driver && device_attach(&edu_deferred->dev) < 0)
 		dev_warn(&edu_deferred->dev, "probe after the deferral failed\n");
-	return ret;
+	return 0;
 }
 
 void edu_driver_unregister(void)
@@ -270,6 +276,33 @@ void edu_driver_unregister(void)
 	pci_dev_put(edu_deferred);
 	edu_deferred = NULL;
 	edu_deferred_slot = -1;
+}
+
+/*
+ * Whether remove() calls twostep_detach() (false: twostep's unbind
+ * notifier gives back); returns the setting it replaces.
+ */
+bool edu_set_detach(bool detach)
+{
+	bool old = edu_detach_on_remove;
+
+	edu_detach_on_remove = detach;
+	return old;
+}
+
+/*
+ * Stands for a device that could not be bound again: dead, so that every
+ * case after it fails instead of using freed memory.
+ */
+static struct edu_dev edu_lost_dev = {
+	.lock = __MUTEX_INITIALIZER(edu_lost_dev.lock),
+	.dead = true,
+};
+
+struct edu_dev *edu_lost(struct pci_dev *pdev)
+{
+	edu_lost_dev.pdev = pdev;
+	return &edu_lost_dev;
 }
 
 /* What twostep_attach() said in the deferred probe and the one after. */

@@ -68,5 +68,7 @@ struct edu_dev *edu_get(unsigned int i);
 int edu_driver_register(unsigned int hw_dma_bits, bool detach_on_remove);
 void edu_driver_unregister(void);
 void edu_defer_result(int *first, int *second);
+bool edu_set_detach(bool detach);
+struct edu_dev *edu_lost(struct pci_dev *pdev);
 
 #endif /* _TWOSTEP_EDU_H */

@@ -89,18 +89,22 @@ struct ts {
  * @run: returns 0 (passed unless an assertion failed) or TS_SKIP
  * @needs_api: skipped (or failed, when the API is expected) without twostep
  * @data: what the case describes, for a @run shared by several cases
+ * @on_request: runs only when the "cases" parameter names it
  */
 struct ts_case {
 	const char *name;
 	int (*run)(struct ts *t);
 	bool needs_api;
 	const void *data;
+	bool on_request;
 };
 
 extern const struct ts_case ts_robust_cases[];
 extern const unsigned int ts_robust_ncases;
 extern const struct ts_case ts_safety_cases[];
 extern const unsigned int ts_safety_ncases;
+extern const struct ts_case ts_group_cases[];
+extern const unsigned int ts_group_ncases;
 extern const struct ts_case ts_device_cases[];
 extern const unsigned int ts_device_ncases;
 extern const struct ts_case ts_fidelity_cases[];

@@ -152,7 +152,8 @@ static int __init twostep_selftest_init(void)
 		return -EIO;
 	}
 	/* the ODP device, for the guest program */
-	ret = ts_odp_init(edu);
+	/* t.edu: the device may have been bound again by a case */
+	ret = ts_odp_init(t.edu);
 	if (ret) {
 		pr_err("no ODP device: %d\n", ret);
 		edu_driver_unregister();

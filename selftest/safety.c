@@ -936,6 +936,267 @@ static int case_lifecycle_edges(struct ts *t)
 	return 0;
 }
 
+/* ---- unbind and rebind with live ranges ---- */
+
+struct ur {
+	struct device *dev;
+	bool bind;
+	int ret;
+	struct completion done;
+};
+
+static int ur_thread(void *data)
+{
+	struct ur *u = data;
+
+	if (u->bind)
+		u->ret = device_attach(u->dev);
+	else
+		device_release_driver(u->dev);
+	return ts_kthread_finish(&u->done);
+}
+
+/*
+ * Unbind @dev from its driver, or bind it (@bind: device_attach()'s
+ * result), from a kthread, as sysfs or a hot unplug would, not from the
+ * module's init.
+ */
+static int ur_run(struct device *dev, bool bind)
+{
+	struct ur u = { .dev = dev, .bind = bind, .ret = -ENOMEM };
+	struct task_struct *task;
+
+	init_completion(&u.done);
+	task = ts_kthread_on(ur_thread, &u, 0, "twostep-ur");
+	if (!task)
+		return -ENOMEM;
+	wait_for_completion(&u.done);
+	kthread_stop(task);
+	return u.ret;
+}
+
+#define UR_RANGES	4	/* the last one allocated, never linked */
+
+/*
+ * The driver is unbound with ranges live (its remove() leaves them to
+ * twostep's unbind notifier) and bound again: nothing of the old ranges
+ * translates, twostep holds nothing for the device, the old states are
+ * refused after the rebind, and a new range moves real data.
+ */
+static int case_unbind_rebind(struct ts *t)
+{
+	struct pci_dev *pdev = to_pci_dev(t->dev);
+	struct twostep_iova_state st[UR_RANGES], nst;
+	unsigned int i, n, linked = 0, left = 0, counted = 0;
+	struct twostep_stats s0, s1;
+	struct edu_dev *edu;
+	struct ts_pages p;
+	struct page **pg = p.pg;
+	bool detach;
+	u8 buf[256];
+	int ret;
+
+	if (!TS_EXPECT(t, !ts_pages_get(t, &p, UR_RANGES - 1), "pages"))
+		return 0;
+	for (n = 0; n < UR_RANGES; n++) {
+		if (!TS_EXPECT(t, ts_try_alloc(t, &st[n], 0, 2 * PAGE_SIZE),
+			       "try_alloc"))
+			goto out_ranges;
+		if (n < p.n &&
+		    (twostep_iova_link(t->dev, &st[n], page_to_phys(pg[n]),
+				       PAGE_SIZE, PAGE_SIZE, DMA_BIDIRECTIONAL,
+				       0) ||
+		     twostep_iova_sync(t->dev, &st[n], PAGE_SIZE, PAGE_SIZE))) {
+			TS_EXPECT(t, 0, "link %u", n);
+			n++;
+			goto out_ranges;
+		}
+		linked += ts_mapped_pages(t, st[n].addr, 2 * PAGE_SIZE);
+	}
+	TS_EXPECT(t, linked == p.n, "%u linked pages translate",
+		  linked);
+
+	detach = edu_set_detach(false);
+	ur_run(t->dev, false);
+	edu_set_detach(detach);
+	TS_EXPECT(t, !t->dev->driver, "still bound after the unbind");
+	for (i = 0; i < UR_RANGES; i++)
+		left += ts_mapped_pages(t, st[i].addr, 2 * PAGE_SIZE);
+	ret = twostep_get_stats(t->dev, &s0);
+	ts_diag("unbound: %u old page(s) translate, stats %d: %lu live, %llu B",
+		left, ret, s0.live_allocs, s0.reserved);
+	TS_EXPECT(t, !left, "%u old page(s) translate after the unbind", left);
+	TS_EXPECT(t, ret == -ENODEV, "twostep still holds the device: %d",
+		  ret);
+
+	ret = ur_run(t->dev, true);
+	edu = edu_get(0);
+	if (!TS_EXPECT(t, ret == 1 && edu && edu->pdev == pdev,
+		       "bind again: device_attach %d", ret)) {
+		t->edu = edu_lost(pdev);
+		goto out_pages;
+	}
+	t->edu = edu;
+
+	/* a new range: real DMA through it */
+	if (!TS_EXPECT(t, ts_try_alloc(t, &nst, 0, PAGE_SIZE),
+		       "try_alloc after the rebind"))
+		goto out_pages;
+	ret = twostep_iova_link(t->dev, &nst, page_to_phys(pg[0]), 0,
+				PAGE_SIZE, DMA_BIDIRECTIONAL, 0);
+	ret = ret ?: twostep_iova_sync(t->dev, &nst, 0, PAGE_SIZE);
+	for (i = 0; i < sizeof(buf); i++)
+		buf[i] = ts_pat(t->seed + 90, i);
+	ret = ret ?: ts_dev_write(t, nst.addr + 64, buf, sizeof(buf));
+	TS_EXPECT(t, !ret && !memcmp(page_address(pg[0]) + 64, buf,
+				     sizeof(buf)),
+		  "write through a new range after the rebind: %d", ret);
+
+	/* the old states: refused and counted, the new range untouched */
+	ret = twostep_iova_link(t->dev, &st[UR_RANGES - 1],
+				page_to_phys(pg[1]), 0, PAGE_SIZE,
+				DMA_BIDIRECTIONAL, 0);
+	TS_EXPECT(t, ret == -ENOENT, "link of an old state: %d", ret);
+	for (i = 0; i < UR_RANGES; i++) {
+		ts_stats(t, &s0);
+		twostep_iova_destroy(t->dev, &st[i], 2 * PAGE_SIZE,
+				     DMA_BIDIRECTIONAL, 0);
+		ts_stats(t, &s1);
+		counted += s1.misuse_all - s0.misuse_all == 1;
+	}
+	TS_EXPECT(t, counted == UR_RANGES, "%u of %u old states refused",
+		  counted, UR_RANGES);
+	memset(buf, 0, sizeof(buf));
+	ret = ts_dev_read(t, nst.addr + 64, sizeof(buf), buf);
+	TS_EXPECT(t, !ret && !memcmp(page_address(pg[0]) + 64, buf,
+				     sizeof(buf)),
+		  "read through the new range after the old states: %d", ret);
+	twostep_iova_destroy(t->dev, &nst, PAGE_SIZE, DMA_BIDIRECTIONAL, 0);
+	goto out_pages;
+
+out_ranges:
+	while (n--)
+		twostep_iova_destroy(t->dev, &st[n], 2 * PAGE_SIZE,
+				     DMA_BIDIRECTIONAL, 0);
+out_pages:
+	ts_pages_put(&p);
+	return 0;
+}
+
+/* ---- a context left on a device no driver is bound to ---- */
+
+/* The second edu device, in the first one's domain, or NULL. */
+static struct device *gl_peer(struct ts *t)
+{
+	struct device *peer = t->peer ? &t->peer->pdev->dev : NULL;
+
+	if (peer && iommu_get_domain_for_dev(peer) == ts_domain(t))
+		return peer;
+	return NULL;
+}
+
+/*
+ * Unbind the peer and leave it a context with a live range (the kernel's
+ * zero page linked read-only): no unbind will come for it. The guest's
+ * init then unbinds the group, switches its type, runs group_revalidate
+ * and unloads twostep (qemu/guest-init).
+ */
+static int case_group_leftover(struct ts *t)
+{
+	struct device *peer = gl_peer(t);
+	struct twostep_iova_state st;
+	struct twostep_stats s = { };
+	int ret;
+
+	if (!peer) {
+		snprintf(t->skip, sizeof(t->skip),
+			 "no second edu device in the group");
+		return TS_SKIP;
+	}
+	get_device(peer);
+	ur_run(peer, false);
+	/* its edu_dev went with the unbind */
+	t->peer = NULL;
+	if (!TS_EXPECT(t, !peer->driver, "the peer is still bound"))
+		goto out;
+	if (!TS_EXPECT(t, twostep_iova_try_alloc(peer, &st, 0, 2 * PAGE_SIZE),
+		       "try_alloc on the unbound peer"))
+		goto out;
+	ret = twostep_iova_link(peer, &st, page_to_phys(ZERO_PAGE(0)), 0,
+				PAGE_SIZE, DMA_TO_DEVICE, 0);
+	ret = ret ?: twostep_iova_sync(peer, &st, 0, PAGE_SIZE);
+	ret = ret ?: twostep_get_stats(peer, &s);
+	TS_EXPECT(t, !ret && s.live_allocs == 1 && s.linked_granules == 1,
+		  "the peer's range: %d, %lu live, %lu granules linked", ret,
+		  s.live_allocs, s.linked_granules);
+	ktap_line("# group leftover on %s", dev_name(peer));
+out:
+	put_device(peer);
+	return 0;
+}
+
+/*
+ * Run by the guest's init after group_leftover and a switch of the
+ * group's type: the peer's context is of a domain that is gone. The next
+ * try_alloc must drop it without touching the old domain and serve from
+ * a new context: one live range, and real DMA through it.
+ */
+static int case_group_revalidate(struct ts *t)
+{
+	struct device *peer = gl_peer(t);
+	struct twostep_iova_state st;
+	struct twostep_stats s;
+	struct page *pg;
+	struct ts pt;
+	u8 buf[256];
+	unsigned int i;
+	int ret;
+
+	if (!peer) {
+		snprintf(t->skip, sizeof(t->skip),
+			 "no second edu device in the group");
+		return TS_SKIP;
+	}
+	ret = twostep_get_stats(peer, &s);
+	if (!TS_EXPECT(t, !ret && s.live_allocs == 1,
+		       "no range left on the peer by group_leftover: %d", ret))
+		return 0;
+	pg = alloc_page(GFP_KERNEL);
+	if (!TS_EXPECT(t, pg, "page"))
+		return 0;
+	/* the self-test's helpers, on the peer */
+	pt = *t;
+	pt.edu = t->peer;
+	pt.dev = peer;
+	if (!TS_EXPECT(t, ts_try_alloc(&pt, &st, 0, PAGE_SIZE),
+		       "try_alloc on the peer"))
+		goto out_page;
+	ret = twostep_get_stats(peer, &s);
+	TS_EXPECT(t, !ret && s.live_allocs == 1,
+		  "the old context was used: %d, %lu live ranges", ret,
+		  s.live_allocs);
+	ret = twostep_iova_link(peer, &st, page_to_phys(pg), 0, PAGE_SIZE,
+				DMA_BIDIRECTIONAL, 0);
+	ret = ret ?: twostep_iova_sync(peer, &st, 0, PAGE_SIZE);
+	for (i = 0; i < sizeof(buf); i++)
+		buf[i] = ts_pat(t->seed + 91, i);
+	ret = ret ?: ts_dev_write(&pt, st.addr + 64, buf, sizeof(buf));
+	TS_EXPECT(t, !ret && !memcmp(page_address(pg) + 64, buf, sizeof(buf)),
+		  "write through the peer's new range: %d", ret);
+	twostep_iova_destroy(peer, &st, PAGE_SIZE, DMA_BIDIRECTIONAL, 0);
+out_page:
+	__free_page(pg);
+	return 0;
+}
+
+const struct ts_case ts_group_cases[] = {
+	{ "group_leftover", case_group_leftover, true },
+	{ .name = "group_revalidate", .run = case_group_revalidate,
+	  .needs_api = true, .on_request = true },
+};
+
+const unsigned int ts_group_ncases = ARRAY_SIZE(ts_group_cases);
+
 const struct ts_case ts_safety_cases[] = {
 	{ "unlink_coverage", case_unlink_coverage, true },
 	{ "link_vs_destroy", case_link_vs_destroy, true },
@@ -945,6 +1206,7 @@ const struct ts_case ts_safety_cases[] = {
 	{ "detach_races", case_detach_races, true },
 	{ "hmm_bitmap", case_hmm_bitmap, true },
 	{ "lifecycle_edges", case_lifecycle_edges, true },
+	{ "unbind_rebind", case_unbind_rebind, true },
 };
 
 const unsigned int ts_safety_ncases = ARRAY_SIZE(ts_safety_cases);

@@ -76,6 +76,71 @@ static void twostep_ctx_free(struct twostep_ctx *ctx)
 }
 
 /*
+ * Has the device's domain changed under @ctx? Off the link path: a driver
+ * links only into a device it drives, and the group's domain changes only
+ * while no driver of the group is bound.
+ */
+static bool twostep_ctx_stale(struct twostep_ctx *ctx)
+{
+	return iommu_get_domain_for_dev(ctx->dev) != ctx->domain;
+}
+
+/*
+ * Unlist the context of @dev (only if stale, with @stale_only) and destroy
+ * it; false when there is none.
+ */
+static bool twostep_ctx_unlist(struct device *dev, const char *why,
+			       bool keep_hint, bool stale_only)
+{
+	struct twostep_ctx *ctx;
+	unsigned long flags;
+
+	spin_lock_irqsave(&twostep_ctxs_lock, flags);
+	ctx = twostep_ctx_find(dev);
+	if (ctx && stale_only && !twostep_ctx_stale(ctx))
+		ctx = NULL;
+	if (ctx)
+		list_del_rcu(&ctx->node);
+	spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
+	if (!ctx)
+		return false;
+	synchronize_rcu();
+	twostep_ctx_destroy(ctx, why, keep_hint);
+	return true;
+}
+
+/* Unlist the context of @dev and destroy it; false when there is none. */
+bool twostep_ctx_remove(struct device *dev, const char *why, bool keep_hint)
+{
+	return twostep_ctx_unlist(dev, why, keep_hint, false);
+}
+
+/* Drop every context whose domain changed: for callers that may not sleep. */
+static void twostep_stale_fn(struct work_struct *work)
+{
+	struct twostep_ctx *ctx;
+	struct device *dev;
+
+	do {
+		dev = NULL;
+		rcu_read_lock();
+		list_for_each_entry_rcu(ctx, &twostep_ctxs, node) {
+			if (twostep_ctx_stale(ctx)) {
+				dev = get_device(ctx->dev);
+				break;
+			}
+		}
+		rcu_read_unlock();
+		if (dev) {
+			twostep_ctx_unlist(dev, "domain changed", true, true);
+			put_device(dev);
+		}
+	} while (dev);
+}
+
+DECLARE_WORK(twostep_stale_work, twostep_stale_fn);
+
+/*
  * The context of @dev, made if there is none, with a user reference held;
  * NULL (and why in @err) when twostep cannot serve the device.
  */
@@ -85,14 +150,30 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	struct iommu_domain *domain;
 	struct twostep_ctx *ctx, *old;
 	unsigned long flags, larger;
+	bool stale;
 
 	rcu_read_lock();
 	ctx = twostep_ctx_find(dev);
-	if (ctx)
+	stale = ctx && twostep_ctx_stale(ctx);
+	if (ctx && !stale)
 		atomic_inc(&ctx->users);
 	rcu_read_unlock();
-	if (ctx)
+	if (ctx && !stale)
 		return ctx;
+	if (stale) {
+		/*
+		 * The group's domain changed under the context (sysfs type,
+		 * with no driver bound): drop it, touching nothing of the
+		 * old domain, and start afresh. Dropping sleeps: a caller
+		 * that may not is refused and leaves the drop to a worker.
+		 */
+		if (!twostep_may_sleep()) {
+			schedule_work(&twostep_stale_work);
+			*err = -EAGAIN;
+			return NULL;
+		}
+		twostep_ctx_unlist(dev, "domain changed", true, true);
+	}
 	*err = twostep_dev_check(dev, &domain);
 	if (*err)
 		return NULL;
@@ -384,24 +465,6 @@ void twostep_ctx_destroy(struct twostep_ctx *ctx, const char *why,
 	put_device(ctx->dev);
 	/* allocations freed above may still be in RCU callbacks: no matter */
 	twostep_ctx_free(ctx);
-}
-
-/* Unlist the context of @dev and destroy it; false when there is none. */
-bool twostep_ctx_remove(struct device *dev, const char *why, bool keep_hint)
-{
-	struct twostep_ctx *ctx;
-	unsigned long flags;
-
-	spin_lock_irqsave(&twostep_ctxs_lock, flags);
-	ctx = twostep_ctx_find(dev);
-	if (ctx)
-		list_del_rcu(&ctx->node);
-	spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
-	if (!ctx)
-		return false;
-	synchronize_rcu();
-	twostep_ctx_destroy(ctx, why, keep_hint);
-	return true;
 }
 
 /**

@@ -159,6 +159,7 @@ struct twostep_alloc {
 
 extern struct list_head twostep_ctxs;
 extern spinlock_t twostep_ctxs_lock;
+extern struct work_struct twostep_stale_work;
 
 /*
  * The context of @dev, or NULL. Call under rcu_read_lock(),

@@ -90,6 +90,8 @@ static void __exit twostep_exit(void)
 	struct twostep_ctx *ctx;
 	unsigned long flags;
 
+	/* no caller is left to queue it again */
+	cancel_work_sync(&twostep_stale_work);
 	/* contexts first: a device removed meanwhile is still heard of */
 	for (;;) {
 		spin_lock_irqsave(&twostep_ctxs_lock, flags);
