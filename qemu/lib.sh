@@ -220,7 +220,7 @@ ts_build_odp_test() {
 }
 
 # QEMU and guest arguments of a configuration: sets TS_QEMU_ARGS (array),
-# TS_APPEND, TS_EXPECT_API, TS_EXAMPLE (1: the example driver runs after the
+# TS_APPEND, TS_MEM (QEMU -m), TS_EXPECT_API, TS_EXAMPLE (1: the example driver runs after the
 # self-test), TS_DMAR (1: the Intel vIOMMU reports faults
 # to the guest, so the host counts them), TS_EDU_BITS (the edu device's
 # DMA reach, which its driver takes for its DMA-API mask) and TS_SUMMARIES
@@ -247,7 +247,7 @@ ts_config() {
 	TS_SMP=$TS_SMP_DEFAULT
 	TS_EDU_BITS=64
 	TS_SUMMARIES="bad inputs handled|unauthorized accesses blocked|stress ops|neighbour rounds|largest range|unlink coverage cases|link racing destroy|fuzz calls|give-back|hmm bitmap races"
-	TS_EXAMPLE=1 TS_P2P=0
+	TS_EXAMPLE=1 TS_P2P=0 TS_MEM=512
 	TS_ODP_OPS="" TS_ODP_TRACE=0
 	case "$1" in
 	intel)
@@ -290,6 +290,9 @@ ts_config() {
 		# among them, at the very top of the 64-bit space
 		TS_QEMU_ARGS+=(-device amd-iommu)
 		TS_APPEND="iommu.strict=1 iommu.forcedac=1"
+		# room for memory hotplug above 4 GiB: x86 sets swiotlb up,
+		# which require_coherent needs to see a bounce refused
+		TS_MEM=512,slots=1,maxmem=8G
 		TS_EXPECT_API=1 TS_P2P=1 wo=1
 		if [ "$TS_KERNEL_NAME" != 6.1 ]; then
 			TS_EDU_BITS=40 TS_APPEND="iommu.strict=1"
@@ -492,7 +495,7 @@ ts_boot_once() {
 	# $TS_RESULTS/$cfg.cpu (see ts_cpu)
 	( rc=0
 	timeout --foreground -k 10 "$TS_BOOT_TIMEOUT" qemu-system-x86_64 \
-		-accel "$accel" -m 512 -smp "$TS_SMP" "${icount[@]}" \
+		-accel "$accel" -m "$TS_MEM" -smp "$TS_SMP" "${icount[@]}" \
 		-display none -monitor none -serial stdio -no-reboot \
 		"${TS_QEMU_ARGS[@]}" \
 		-kernel "$vmlinuz" \

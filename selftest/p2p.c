@@ -122,6 +122,42 @@ static void p2p_check_bar(struct ts *t, struct p2p_bar *b, size_t off,
 		  crc32_le(~0U, want, PAGE_SIZE) ^ ~0U);
 }
 
+/*
+ * A page through edu, in two halves: a transfer must stay below edu's
+ * 4 KiB buffer size (QEMU 7.2 aborts on a full one).
+ */
+#define P2P_HALF	(PAGE_SIZE / 2)
+
+static int p2p_dev_read(struct ts *t, dma_addr_t addr, u8 *out)
+{
+	int ret = ts_dev_read(t, addr, P2P_HALF, out);
+
+	return ret ?: ts_dev_read(t, addr + P2P_HALF, P2P_HALF,
+				  out + P2P_HALF);
+}
+
+static int p2p_dev_write(struct ts *t, dma_addr_t addr, const u8 *src)
+{
+	int ret = ts_dev_write(t, addr, src, P2P_HALF);
+
+	return ret ?: ts_dev_write(t, addr + P2P_HALF, src + P2P_HALF,
+				   P2P_HALF);
+}
+
+/* edu copies the page at @from to @to, through its buffer */
+static int p2p_dev_copy(struct ts *t, dma_addr_t from, dma_addr_t to)
+{
+	size_t off;
+	int ret = 0;
+
+	for (off = 0; off < PAGE_SIZE && !ret; off += P2P_HALF) {
+		ret = edu_dma(t->edu, from + off, 0, P2P_HALF, false);
+		if (!ret)
+			ret = edu_dma(t->edu, to + off, 0, P2P_HALF, true);
+	}
+	return ret;
+}
+
 /* One implementation of the two-step calls and of dma_map_phys(). */
 struct p2p_ops {
 	const char *name;
@@ -301,26 +337,23 @@ static void p2p_iova_one(struct ts *t, const struct p2p_ops *o,
 		goto destroy;
 
 	/* the device reads the BAR page through the range */
-	ret = ts_dev_read(t, addr + PAGE_SIZE, PAGE_SIZE, w->got);
+	ret = p2p_dev_read(t, addr + PAGE_SIZE, w->got);
 	if (TS_EXPECT(t, !ret, "%s: device read: %d", o->name, ret))
 		p2p_check(t, "device read of a BAR page via IOVA", w->got,
 			  w->want);
 	/* and copies it into RAM inside the same range */
-	ret = edu_dma(t->edu, addr + PAGE_SIZE, 0, PAGE_SIZE, false);
-	if (!ret)
-		ret = edu_dma(t->edu, addr + 2 * PAGE_SIZE, 0, PAGE_SIZE,
-			      true);
+	ret = p2p_dev_copy(t, addr + PAGE_SIZE, addr + 2 * PAGE_SIZE);
 	if (TS_EXPECT(t, !ret, "%s: BAR to RAM copy: %d", o->name, ret))
 		p2p_check(t, "BAR page copied to RAM by the device",
 			  page_address(w->ram.pg[1]), w->want);
 	/* RAM beside the BAR pages still reads right */
-	ret = ts_dev_read(t, addr, PAGE_SIZE, w->got);
+	ret = p2p_dev_read(t, addr, w->got);
 	if (TS_EXPECT(t, !ret, "%s: device read: %d", o->name, ret))
 		p2p_check(t, "device read of RAM beside the BAR",
 			  w->got, page_address(w->ram.pg[0]));
 	/* the device writes a BAR page through the range */
 	p2p_pattern(w->want, seed + 2);
-	ret = ts_dev_write(t, addr + 3 * PAGE_SIZE, w->want, PAGE_SIZE);
+	ret = p2p_dev_write(t, addr + 3 * PAGE_SIZE, w->want);
 	if (TS_EXPECT(t, !ret, "%s: device write: %d", o->name, ret))
 		p2p_check_bar(t, b, b_off, w->want, w->tmp,
 			      "device write of a BAR page via IOVA");
@@ -358,17 +391,13 @@ static void p2p_phys_one(struct ts *t, const struct p2p_ops *o,
 	if (!TS_EXPECT(t, !dma_mapping_error(dev, aram),
 		       "%s: dma_map_phys of RAM failed", o->name))
 		goto unmap_bar;
-	ret = edu_dma(t->edu, abar, 0, PAGE_SIZE, false);
-	if (!ret)
-		ret = edu_dma(t->edu, aram, 0, PAGE_SIZE, true);
+	ret = p2p_dev_copy(t, abar, aram);
 	if (TS_EXPECT(t, !ret, "%s: BAR to RAM copy: %d", o->name, ret))
 		p2p_check(t, "BAR page copied to RAM via dma_map_phys",
 			  page_address(w->ram.pg[0]), w->want);
 	p2p_pattern(w->want, seed + 4);
 	memcpy(page_address(w->ram.pg[0]), w->want, PAGE_SIZE);
-	ret = edu_dma(t->edu, aram, 0, PAGE_SIZE, false);
-	if (!ret)
-		ret = edu_dma(t->edu, abar, 0, PAGE_SIZE, true);
+	ret = p2p_dev_copy(t, aram, abar);
 	if (TS_EXPECT(t, !ret, "%s: RAM to BAR copy: %d", o->name, ret))
 		p2p_check_bar(t, b, slot, w->want, w->tmp,
 			      "RAM copied to a BAR page via dma_map_phys");
@@ -450,17 +479,20 @@ free_page:
 
 /*
  * DMA_ATTR_REQUIRE_COHERENT on the classic path: with the device made
- * untrusted, an unaligned range would be bounced through swiotlb, so
- * dma_map_phys() with the attribute must fail where it maps without it;
- * an aligned page needs no bounce and maps either way. The device reads
- * what was mapped.
+ * untrusted, an unaligned range is bounced through swiotlb where the guest
+ * has it (the amd cells: memory hotplug room above 4 GiB makes x86 set
+ * swiotlb up), so dma_map_phys() with the attribute must fail where the
+ * same range maps without it; an aligned page needs no bounce and maps
+ * either way. The device reads what was mapped. Where nothing bounces
+ * (no swiotlb) the refusal cannot be told from a failure, and the case
+ * says so with a skip after its other checks.
  */
 static int case_require_coherent(struct ts *t)
 {
 	struct pci_dev *pdev = to_pci_dev(t->dev);
 	const size_t off = 64, len = 512;
+	unsigned int i, bounced = 0;
 	struct p2p_work w;
-	unsigned int i;
 	int ret;
 
 	if (p2p_work_get(t, &w))
@@ -468,39 +500,36 @@ static int case_require_coherent(struct ts *t)
 	for (i = 0; i < ARRAY_SIZE(p2p_backends); i++) {
 		const struct p2p_ops *o = p2p_backends[i];
 		phys_addr_t phys = page_to_phys(w.ram.pg[0]);
+		u8 *want = page_address(w.ram.pg[0]);
 		dma_addr_t a;
+		bool bounce;
 
 		if (!(t->backends & o->backend))
 			continue;
 		ts_pages_fill(&w.ram, t->seed + i);
 		pdev->untrusted = 1;
-		a = o->map_phys(t->dev, phys + off, len, DMA_TO_DEVICE,
-				TWOSTEP_DMA_ATTR_REQUIRE_COHERENT);
-		if (!TS_EXPECT(t, dma_mapping_error(t->dev, a),
-			       "%s: an unaligned range of an untrusted device mapped with REQUIRE_COHERENT",
-			       o->name))
-			o->unmap_phys(t->dev, a, len, DMA_TO_DEVICE,
-				      TWOSTEP_DMA_ATTR_REQUIRE_COHERENT);
 		a = o->map_phys(t->dev, phys + off, len, DMA_TO_DEVICE, 0);
-		if (!dma_mapping_error(t->dev, a)) {
-			u8 *want = page_address(w.ram.pg[0]) + off;
-
+		bounce = !dma_mapping_error(t->dev, a);
+		if (bounce) {
+			bounced++;
 			ret = ts_dev_read(t, a, len, w.got);
-			TS_EXPECT(t, !ret && !memcmp(w.got, want, len),
+			TS_EXPECT(t, !ret && !memcmp(w.got, want + off, len),
 				  "%s: the bounced range reads wrong (%d)",
 				  o->name, ret);
 			o->unmap_phys(t->dev, a, len, DMA_TO_DEVICE, 0);
 		}
-		ts_diag("%s: without the attribute the range was %s", o->name,
-			dma_mapping_error(t->dev, a) ? "refused (no swiotlb)" :
-			"bounced");
+		a = o->map_phys(t->dev, phys + off, len, DMA_TO_DEVICE,
+				TWOSTEP_DMA_ATTR_REQUIRE_COHERENT);
+		if (!TS_EXPECT(t, dma_mapping_error(t->dev, a),
+			       "%s: an unaligned range of an untrusted device mapped with REQUIRE_COHERENT (bounced without it: %d)",
+			       o->name, bounce))
+			o->unmap_phys(t->dev, a, len, DMA_TO_DEVICE,
+				      TWOSTEP_DMA_ATTR_REQUIRE_COHERENT);
 		a = o->map_phys(t->dev, phys, PAGE_SIZE, DMA_TO_DEVICE,
 				TWOSTEP_DMA_ATTR_REQUIRE_COHERENT);
 		if (TS_EXPECT(t, !dma_mapping_error(t->dev, a),
 			      "%s: an aligned page was refused", o->name)) {
-			u8 *want = page_address(w.ram.pg[0]);
-
-			ret = ts_dev_read(t, a, PAGE_SIZE, w.got);
+			ret = p2p_dev_read(t, a, w.got);
 			TS_EXPECT(t, !ret && !memcmp(w.got, want, PAGE_SIZE),
 				  "%s: the aligned page reads wrong (%d)",
 				  o->name, ret);
@@ -508,8 +537,15 @@ static int case_require_coherent(struct ts *t)
 				      TWOSTEP_DMA_ATTR_REQUIRE_COHERENT);
 		}
 		pdev->untrusted = 0;
+		ts_diag("%s: without the attribute the unaligned range was %s",
+			o->name, bounce ? "bounced" : "refused too");
 	}
 	p2p_work_put(&w);
+	if (!bounced) {
+		snprintf(t->skip, sizeof(t->skip),
+			 "no swiotlb in this guest: nothing bounces, a refusal proves nothing");
+		return TS_SKIP;
+	}
 	return 0;
 }
 
