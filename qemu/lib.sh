@@ -220,8 +220,9 @@ ts_build_odp_test() {
 }
 
 # QEMU and guest arguments of a configuration: sets TS_QEMU_ARGS (array),
-# TS_APPEND, TS_MEM (QEMU -m), TS_EXPECT_API, TS_EXAMPLE (1: the example driver runs after the
-# self-test), TS_DMAR (1: the Intel vIOMMU reports faults
+# TS_APPEND, TS_MEM (QEMU's -m), TS_EXPECT_API, TS_EXAMPLE (1: the example
+# driver runs after the self-test), TS_P2P (1: an ivshmem-plain device
+# whose memory backend the host checks), TS_DMAR (1: the Intel vIOMMU reports faults
 # to the guest, so the host counts them), TS_EDU_BITS (the edu device's
 # DMA reach, which its driver takes for its DMA-API mask) and TS_SUMMARIES
 # (summary lines the guest must print, '|'-separated). Where TS_ODP_OPS is
