@@ -46,7 +46,6 @@ static bool twostep_phys_translates(struct device *dev)
 #endif
 
 #ifndef TWOSTEP_HAVE_DMA_MAP_PHYS
-
 /*
  * Would the DMA API bounce [phys, phys + size) through swiotlb for @dev?
  * Behind an IOMMU only an untrusted device's unaligned range is bounced;
@@ -68,6 +67,27 @@ static bool twostep_phys_would_bounce(struct device *dev, phys_addr_t phys,
 	limit = min_not_zero(dma_get_mask(dev), dev->bus_dma_limit);
 	return !mmio && phys_to_dma(dev, phys) + size - 1 > limit;
 }
+
+/* dma_map_phys() of 6.18 on a kernel without it; @attrs are known */
+static dma_addr_t twostep_map_phys(struct device *dev, phys_addr_t phys,
+				   size_t size, enum dma_data_direction dir,
+				   unsigned long attrs)
+{
+	unsigned long kattrs = attrs & ~TWOSTEP_OUR_ATTRS;
+	bool mmio = attrs & TWOSTEP_DMA_ATTR_MMIO;
+
+	if ((attrs & TWOSTEP_DMA_ATTR_REQUIRE_COHERENT) &&
+	    !dev_is_dma_coherent(dev))
+		return DMA_MAPPING_ERROR;
+	/* neither MMIO nor what must stay coherent is ever bounced */
+	if ((attrs & TWOSTEP_OUR_ATTRS) &&
+	    twostep_phys_would_bounce(dev, phys, size, mmio))
+		return DMA_MAPPING_ERROR;
+	if (mmio)
+		return dma_map_resource(dev, phys, size, dir, kattrs);
+	return dma_map_page_attrs(dev, pfn_to_page(PHYS_PFN(phys)),
+				  offset_in_page(phys), size, dir, kattrs);
+}
 #endif
 
 /**
@@ -84,9 +104,6 @@ dma_addr_t twostep_dma_map_phys(struct device *dev, phys_addr_t phys,
 				size_t size, enum dma_data_direction dir,
 				unsigned long attrs)
 {
-	unsigned long kattrs = attrs & ~TWOSTEP_OUR_ATTRS;
-	bool mmio = attrs & TWOSTEP_DMA_ATTR_MMIO;
-
 	if (attrs & ~TWOSTEP_PHYS_ATTRS) {
 		twostep_misuse(NULL, dev, "map_phys: unknown DMA attribute %#lx",
 			       attrs & ~TWOSTEP_PHYS_ATTRS);
@@ -100,17 +117,7 @@ dma_addr_t twostep_dma_map_phys(struct device *dev, phys_addr_t phys,
 #ifdef TWOSTEP_HAVE_DMA_MAP_PHYS
 	return dma_map_phys(dev, phys, size, dir, attrs);
 #else
-	if ((attrs & TWOSTEP_DMA_ATTR_REQUIRE_COHERENT) &&
-	    !dev_is_dma_coherent(dev))
-		return DMA_MAPPING_ERROR;
-	/* neither MMIO nor what must stay coherent is ever bounced */
-	if ((attrs & TWOSTEP_OUR_ATTRS) &&
-	    twostep_phys_would_bounce(dev, phys, size, mmio))
-		return DMA_MAPPING_ERROR;
-	if (mmio)
-		return dma_map_resource(dev, phys, size, dir, kattrs);
-	return dma_map_page_attrs(dev, pfn_to_page(PHYS_PFN(phys)),
-				  offset_in_page(phys), size, dir, kattrs);
+	return twostep_map_phys(dev, phys, size, dir, attrs);
 #endif
 }
 EXPORT_SYMBOL_GPL(twostep_dma_map_phys);
