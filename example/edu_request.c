@@ -3,9 +3,9 @@
  * A driver written against upstream's two-step DMA API only, in the
  * pattern nvme-pci and the block layer use: one IOVA range for a whole
  * request, one link per segment, one sync, destroy at completion, and the
- * classic dma_map_page() per segment when dma_iova_try_alloc() says no.
- * The same source builds on kernels with the native API (6.16 and later)
- * and, through <twostep-dma.h>, on older ones.
+ * classic dma_map_phys() per segment when dma_iova_try_alloc() says no.
+ * The same source builds on kernels with the native API (6.16 and later;
+ * dma_map_phys() since 6.18) and, through <twostep-dma.h>, on older ones.
  *
  * The device is QEMU's "edu" (a DMA engine with a 4 KiB buffer). At load
  * the module runs requests of scattered pages through it and reports KTAP
@@ -137,8 +137,8 @@ static int req_map(struct device *dev, struct request *req)
 	}
 
 	for (i = 0; i < req->nsegs; i++) {
-		req->dma[i] = dma_map_page(dev, req->pages[i], 0, PAGE_SIZE,
-					   req->dir);
+		req->dma[i] = dma_map_phys(dev, page_to_phys(req->pages[i]),
+					   PAGE_SIZE, req->dir, 0);
 		if (dma_mapping_error(dev, req->dma[i])) {
 			ret = -ENOMEM;
 			goto out_unmap_pages;
@@ -151,7 +151,7 @@ out_destroy:
 	return ret;
 out_unmap_pages:
 	while (i--)
-		dma_unmap_page(dev, req->dma[i], PAGE_SIZE, req->dir);
+		dma_unmap_phys(dev, req->dma[i], PAGE_SIZE, req->dir, 0);
 	return ret;
 }
 
@@ -166,7 +166,7 @@ static void req_unmap(struct device *dev, struct request *req)
 		return;
 	}
 	for (i = 0; i < req->nsegs; i++)
-		dma_unmap_page(dev, req->dma[i], PAGE_SIZE, req->dir);
+		dma_unmap_phys(dev, req->dma[i], PAGE_SIZE, req->dir, 0);
 }
 
 /*

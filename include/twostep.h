@@ -288,13 +288,23 @@ void twostep_iova_free(struct device *dev, struct twostep_iova_state *state);
  * @size: bytes to map
  * @dir: DMA direction; sets the IOMMU permissions (DMA_TO_DEVICE is device
  *       read-only, DMA_FROM_DEVICE device write-only)
- * @attrs: DMA attributes; DMA_ATTR_PRIVILEGED is honoured
+ * @attrs: DMA attributes (see below)
  *
  * The mapping is not visible to the device before twostep_iova_sync().
  * Only the first link (@offset 0) may start inside an IOVA granule, and
  * then @phys must have the offset @state->addr has. Physically contiguous
  * ranges are mapped with the largest page sizes the domain supports. A
  * link that fails part way unmaps what it mapped.
+ *
+ * @attrs as upstream's: DMA_ATTR_PRIVILEGED maps for privileged accesses
+ * only; TWOSTEP_DMA_ATTR_MMIO (upstream's DMA_ATTR_MMIO) says @phys is not
+ * RAM but, say, a peer device's BAR reached through the host bridge: the
+ * link is mapped with IOMMU_MMIO and without IOMMU_CACHE, and @phys is
+ * never touched by the CPU; TWOSTEP_DMA_ATTR_REQUIRE_COHERENT (upstream's
+ * DMA_ATTR_REQUIRE_COHERENT) is always met, since twostep gives ranges only
+ * to devices that need neither CPU syncs nor bouncing. DMA_ATTR_SKIP_CPU_SYNC,
+ * DMA_ATTR_WEAK_ORDERING and DMA_ATTR_NO_WARN are accepted and change
+ * nothing. Any other bit is refused with -EINVAL, not ignored.
  *
  * Context: any context.
  * Return: 0, or a negative errno listed at the top of this header, or the
@@ -537,5 +547,66 @@ static inline bool twostep_hmm_dma_mapped(const struct twostep_hmm_dma_map *map,
 {
 	return idx < map->__nr && test_bit(idx, map->__mapped);
 }
+
+/*
+ * Upstream's DMA attributes that the kernels twostep builds for lack, with
+ * upstream's values (Linux 6.18 and 7.0); twostep-dma.h gives them
+ * upstream's names where the kernel has none.
+ */
+#define TWOSTEP_DMA_ATTR_MMIO			BIT(10)
+#define TWOSTEP_DMA_ATTR_REQUIRE_COHERENT	BIT(12)
+
+/**
+ * twostep_dma_map_phys - map a physical range for DMA, the classic way
+ * @dev: device
+ * @phys: physical address: RAM, or with TWOSTEP_DMA_ATTR_MMIO a peer's BAR
+ * @size: bytes
+ * @dir: DMA direction
+ * @attrs: DMA attributes
+ *
+ * Upstream's dma_map_phys() (Linux 6.18) on kernels without it, for the
+ * fallback path of a driver whose twostep_iova_try_alloc() said no. RAM is
+ * mapped as dma_map_page_attrs() maps it; with TWOSTEP_DMA_ATTR_MMIO the
+ * range is mapped as dma_map_resource() maps it (IOMMU_MMIO behind an
+ * IOMMU, the physical address as is without one) and never bounced or
+ * synced. As upstream, the call fails rather than bounce through swiotlb
+ * or need CPU syncs when @attrs holds TWOSTEP_DMA_ATTR_REQUIRE_COHERENT
+ * (a non-coherent device, forced bouncing, an untrusted device with an
+ * unaligned range, a range the device cannot reach directly), and an MMIO
+ * range is never bounced. Attributes twostep does not know are refused.
+ *
+ * Context: as dma_map_page_attrs().
+ * Return: the DMA address, or DMA_MAPPING_ERROR (test it with
+ * dma_mapping_error()).
+ */
+dma_addr_t twostep_dma_map_phys(struct device *dev, phys_addr_t phys,
+				size_t size, enum dma_data_direction dir,
+				unsigned long attrs);
+
+/**
+ * twostep_dma_unmap_phys - unmap what twostep_dma_map_phys() mapped
+ * @dev: device
+ * @addr: DMA address twostep_dma_map_phys() returned
+ * @size: bytes, as mapped
+ * @dir: DMA direction, as mapped
+ * @attrs: DMA attributes, as mapped (TWOSTEP_DMA_ATTR_MMIO must match)
+ *
+ * Context: as dma_unmap_page_attrs().
+ */
+void twostep_dma_unmap_phys(struct device *dev, dma_addr_t addr, size_t size,
+			    enum dma_data_direction dir, unsigned long attrs);
+
+/**
+ * twostep_dma_need_unmap - must the device's classic mappings be unmapped?
+ * @dev: device
+ *
+ * Upstream's dma_need_unmap() on kernels without it: false only when
+ * dma_unmap_*() of the device's mappings would do nothing (no IOMMU
+ * translation, no DMA ops, coherent, no swiotlb, no DMA-API debugging), so
+ * a driver may skip keeping the addresses it would unmap.
+ *
+ * Return: true when the driver must unmap what it maps.
+ */
+bool twostep_dma_need_unmap(struct device *dev);
 
 #endif /* _TWOSTEP_H */

@@ -220,8 +220,9 @@ ts_build_odp_test() {
 }
 
 # QEMU and guest arguments of a configuration: sets TS_QEMU_ARGS (array),
-# TS_APPEND, TS_EXPECT_API, TS_EXAMPLE (1: the example driver runs after the
-# self-test), TS_DMAR (1: the Intel vIOMMU reports faults
+# TS_APPEND, TS_MEM (QEMU's -m), TS_EXPECT_API, TS_EXAMPLE (1: the example
+# driver runs after the self-test), TS_P2P (1: an ivshmem-plain device
+# whose memory backend the host checks), TS_DMAR (1: the Intel vIOMMU reports faults
 # to the guest, so the host counts them), TS_EDU_BITS (the edu device's
 # DMA reach, which its driver takes for its DMA-API mask) and TS_SUMMARIES
 # (summary lines the guest must print, '|'-separated). Where TS_ODP_OPS is
@@ -247,7 +248,7 @@ ts_config() {
 	TS_SMP=$TS_SMP_DEFAULT
 	TS_EDU_BITS=64
 	TS_SUMMARIES="bad inputs handled|unauthorized accesses blocked|stress ops|neighbour rounds|largest range|unlink coverage cases|link racing destroy|fuzz calls|give-back|hmm bitmap races"
-	TS_EXAMPLE=1
+	TS_EXAMPLE=1 TS_P2P=0 TS_MEM=512
 	TS_ODP_OPS="" TS_ODP_TRACE=0
 	case "$1" in
 	intel)
@@ -256,7 +257,7 @@ ts_config() {
 		# slub_debug poisons freed contexts (kmalloc-1k): a write to
 		# one, as by a refused call racing a detach, is reported
 		TS_APPEND="intel_iommu=on iommu.strict=1 slab_nomerge slub_debug=FZP,kmalloc-1k ts_lifecycle=${TS_LIFECYCLE:-50}"
-		TS_EXPECT_API=1 TS_DMAR=1 wo=0 ;;
+		TS_EXPECT_API=1 TS_DMAR=1 TS_P2P=1 wo=0 ;;
 	intel-lazy)
 		TS_QEMU_ARGS+=(-device intel-iommu,intremap=on)
 		TS_APPEND="intel_iommu=on iommu.strict=0"
@@ -290,7 +291,10 @@ ts_config() {
 		# among them, at the very top of the 64-bit space
 		TS_QEMU_ARGS+=(-device amd-iommu)
 		TS_APPEND="iommu.strict=1 iommu.forcedac=1"
-		TS_EXPECT_API=1 wo=1
+		# room for memory hotplug above 4 GiB: x86 sets swiotlb up,
+		# which require_coherent needs to see a bounce refused
+		TS_MEM=512,slots=1,maxmem=8G
+		TS_EXPECT_API=1 TS_P2P=1 wo=1
 		if [ "$TS_KERNEL_NAME" != 6.1 ]; then
 			TS_EDU_BITS=40 TS_APPEND="iommu.strict=1"
 		fi ;;
@@ -327,6 +331,7 @@ ts_config() {
 	[ "$TS_SMP" -lt 2 ] && TS_SUMMARIES=$(printf '%s' "$TS_SUMMARIES" |
 		sed 's/|neighbour rounds//; s/|link racing destroy//; s/|hmm bitmap races//')
 	if [ "$odp" = 1 ]; then
+		TS_P2P=0
 		# the ODP program after the self-test's hmm case; one vCPU
 		# and icount without sleep, so that edu's 100 ms per transfer
 		# cost no wall-clock time; the Intel cells count IOTLB flushes
@@ -345,6 +350,13 @@ ts_config() {
 			-trace "enable=vtd_inv_desc_iotlb_*"
 			-D "$TS_RESULTS/$cfg.trace")
 	fi
+	if [ "$TS_P2P" = 1 ]; then
+		# peer-to-peer: ivshmem-plain's BAR 2 is this 1 MiB file,
+		# which the host reads after the guest (ts_p2p_check)
+		TS_QEMU_ARGS+=(-object "memory-backend-file,id=p2pmem,size=1M,share=on,mem-path=$TS_RESULTS/$cfg.p2p"
+			-device ivshmem-plain,memdev=p2pmem)
+		TS_SUMMARIES="$TS_SUMMARIES|p2p bytes checked"
+	fi
 	local mask
 	mask=$(printf '%#x' $(((1 << TS_EDU_BITS) - 1)))
 	[ "$TS_EDU_BITS" = 64 ] && mask=0xffffffffffffffff
@@ -358,6 +370,8 @@ ts_config() {
 	*ts_params=*) TS_APPEND="$TS_APPEND:hw_dma_bits=$TS_EDU_BITS:write_only=$wo" ;;
 	*) TS_APPEND="$TS_APPEND ts_params=hw_dma_bits=$TS_EDU_BITS:write_only=$wo" ;;
 	esac
+	[ "$TS_P2P" = 1 ] && TS_APPEND="$TS_APPEND:p2p=1"
+	return 0
 }
 
 TS_CONFIGS_ALL="intel intel-lazy intel-cm intel-group amd intel-pt none intel@6.12 intel-group@6.12 virtio@6.12 amd@6.12 intel-pt@6.12 none@6.12 intel@7.3 intel-lazy@7.3 amd@7.3 virtio@7.3 odp-intel odp-intel-lazy odp-amd odp-intel-pt odp-none odp-intel@6.12 odp-amd@6.12 odp-intel-pt@6.12 odp-none@6.12"
@@ -455,7 +469,7 @@ ts_boot_accel() {
 ts_boot() {
 	local cfg=$1 rc=0
 	rm -f "$TS_RESULTS/$cfg.retried" "$TS_RESULTS/$cfg.boot1.log" \
-		"$TS_RESULTS/$cfg.trace"
+		"$TS_RESULTS/$cfg.trace" "$TS_RESULTS/$cfg.p2p"
 	ts_boot_once "$cfg" || rc=$?
 	if ! grep -aq 'twostep-harness: begin' "$TS_RESULTS/$cfg.log" &&
 		grep -aqE 'Oops|Kernel panic' "$TS_RESULTS/$cfg.log"; then
@@ -482,7 +496,7 @@ ts_boot_once() {
 	# $TS_RESULTS/$cfg.cpu (see ts_cpu)
 	( rc=0
 	timeout --foreground -k 10 "$TS_BOOT_TIMEOUT" qemu-system-x86_64 \
-		-accel "$accel" -m 512 -smp "$TS_SMP" "${icount[@]}" \
+		-accel "$accel" -m "$TS_MEM" -smp "$TS_SMP" "${icount[@]}" \
 		-display none -monitor none -serial stdio -no-reboot \
 		"${TS_QEMU_ARGS[@]}" \
 		-kernel "$vmlinuz" \
@@ -526,16 +540,16 @@ ts_console() {
 # Prints "passed failed skipped" on the last line of stdout.
 ts_parse() {
 	local cfg=$1 rc=$2 log=$TS_RESULTS/$1.log
-	local dmar=0 sums="" trace="" example=0
+	local dmar=0 sums="" trace="" example=0 p2p=0 out chk p f s cp cf
 	case "$cfg" in dkms*) dmar=1 ;; esac
 	ts_config "$cfg" 2>/dev/null && dmar=$TS_DMAR sums=$TS_SUMMARIES \
-		example=$TS_EXAMPLE
+		example=$TS_EXAMPLE p2p=$TS_P2P
 	[ "${TS_ODP_TRACE:-0}" = 1 ] && trace=$TS_RESULTS/$cfg.trace
 	[ -n "$trace" ] && [ ! -e "$trace" ] && : >"$trace"
 	# only when all cases ran: a case filter leaves summaries out, and
 	# the example driver
 	[ -n "${TWOSTEP_CASES:-}" ] && sums="" example=0
-	awk -v cfg="$cfg" -v rc="$rc" -v prefix="$TS_KTAP_PREFIX" \
+	out=$(awk -v cfg="$cfg" -v rc="$rc" -v prefix="$TS_KTAP_PREFIX" \
 		-v qlog="$TS_RESULTS/$cfg.qemu.log" -v dmar="$dmar" \
 		-v sums="$sums" -v tfile="$trace" -v example="$example" '
 	function problem(msg) { printf "  %s: %s\n", cfg, msg; infra++ }
@@ -690,7 +704,52 @@ ts_parse() {
 			if (faults == expected) pass++; else fail++
 		}
 		printf "%d %d %d\n", pass, fail + infra, skip
-	}' "$TS_RESULTS/$cfg.qemu.log" ${trace:+"$trace"} <(ts_console "$log")
+	}' "$TS_RESULTS/$cfg.qemu.log" ${trace:+"$trace"} <(ts_console "$log"))
+	if [ "$p2p" != 1 ]; then
+		printf '%s\n' "$out"
+		return
+	fi
+	chk=$(ts_p2p_check "$cfg")
+	printf '%s\n' "$out" | sed '$d'
+	printf '%s\n' "$chk" | sed '$d'
+	read -r p f s <<<"$(printf '%s\n' "$out" | tail -n 1)"
+	read -r cp cf <<<"$(printf '%s\n' "$chk" | tail -n 1)"
+	echo "$((p + cp)) $((f + cf)) $s"
+}
+
+# The bytes edu wrote into ivshmem's BAR, checked in the memory backend's
+# file: each "# p2p backend OFF LEN crc32 C" line of the guest must match
+# the file's bytes there. Prints a check line, then "passed failed"; with
+# a case filter and no such line, nothing and "0 0".
+ts_p2p_check() {
+	local cfg=$1 r n bad
+	r=$(ts_console "$TS_RESULTS/$cfg.log" | python3 -c '
+import re, sys, zlib
+try:
+    data = open(sys.argv[1], "rb").read()
+except OSError:
+    data = b""
+n = bad = 0
+for line in sys.stdin:
+    m = re.search(r"# p2p backend (0x[0-9a-f]+|0) ([0-9]+) crc32 ([0-9a-f]{8})", line)
+    if not m:
+        continue
+    off, ln = int(m.group(1), 16), int(m.group(2))
+    n += 1
+    part = data[off:off + ln]
+    if len(part) != ln or zlib.crc32(part) != int(m.group(3), 16):
+        bad += 1
+print(n, bad)' "$TS_RESULTS/$cfg.p2p")
+	read -r n bad <<<"$r"
+	if [ "$n" = 0 ] && [ -n "${TWOSTEP_CASES:-}" ]; then
+		echo "0 0"
+	elif [ "$n" -gt 0 ] && [ "$bad" = 0 ]; then
+		printf '  %-9s ok   p2p_backend_file_holds_what_edu_wrote (%s pages)\n' "$cfg" "$n"
+		echo "1 0"
+	else
+		printf '  %-9s FAIL p2p_backend_file_holds_what_edu_wrote (%s of %s pages differ)\n' "$cfg" "$bad" "$n"
+		echo "0 1"
+	fi
 }
 
 . "$TS_ROOT/qemu/native.sh"

@@ -259,6 +259,9 @@ for k in $kernels; do
 	if [ "$static" = 1 ] && [ "$k" != 7.3 ]; then
 		echo "== static analysis on $TS_KREL (W=1, sparse, checkpatch --strict, kernel-doc; log: $TS_RESULTS/static.log)"
 		tally "static@$k" "$(ts_static_checks)"
+	elif [ "$static" = 1 ]; then
+		echo "== static: upstream's names on $TS_KREL are the kernel's own (log: $TS_RESULTS/static-native.log)"
+		tally "static@$k" "$(ts_static_native_names)"
 	fi
 	if [ ${#boots[@]} -gt 0 ]; then
 		ts_build_modules

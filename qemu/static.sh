@@ -8,7 +8,7 @@
 # (ts_harness_checks). Sourced after lib.sh and bench-lib.sh; each prints
 # check lines and "passed failed".
 
-TS_SOURCES="include/*.h src/*.c src/*.h selftest/*.c selftest/*.h example/edu_request.c"
+TS_SOURCES="include/*.h src/*.c src/*.h selftest/*.c selftest/*.h example/edu_request.c qemu/names/names.c"
 
 # checkpatch.pl of the kernel series being built for, from linux-source.
 ts_checkpatch() {
@@ -74,40 +74,12 @@ ts_static_checks() {
 		check 0 checkpatch_strict_clean "linux-source could not be fetched"
 	fi
 
-	# a consumer of every upstream name the drop-in header promises,
-	# built with -Werror against this kernel and twostep's exports
-	mkdir -p "$work/names"
-	cat >"$work/names/names.c" <<'EOF'
-#include <linux/module.h>
-#include <linux/dma-mapping.h>
-#include <twostep-dma.h>
-
-static int __init names_init(void)
-{
-	struct dma_iova_state st;
-	struct hmm_dma_map m;
-	dma_addr_t a;
-
-	if (dma_iova_try_alloc(NULL, &st, 0, PAGE_SIZE)) {
-		dma_iova_link(NULL, &st, 0, 0, PAGE_SIZE, DMA_TO_DEVICE, 0);
-		dma_iova_sync(NULL, &st, 0, PAGE_SIZE);
-		dma_iova_unlink(NULL, &st, 0, PAGE_SIZE, DMA_TO_DEVICE, 0);
-		dma_iova_destroy(NULL, &st, 0, DMA_TO_DEVICE, 0);
-		dma_iova_free(NULL, &st);
-	}
-	if (hmm_dma_map_alloc(NULL, &m, 1, sizeof(a)))
-		return -EINVAL;
-	a = hmm_dma_map_pfn(NULL, &m, 0, NULL);
-	hmm_dma_unmap_pfn(NULL, &m, 0);
-	hmm_dma_map_free(NULL, &m);
-	return dma_use_iova(&st) + dma_iova_size(&st) + !a;
-}
-module_init(names_init);
-MODULE_LICENSE("GPL");
-EOF
-	echo 'obj-m := names.o' >"$work/names/Kbuild"
-	out=$(make -C "/lib/modules/$TS_KREL/build" M="$work/names" \
-		KCFLAGS="-Werror -I$work/include" \
+	# a consumer of every upstream name the drop-in header promises
+	# (qemu/names/), built with -Werror against this kernel and
+	# twostep's exports: here twostep must back every name
+	cp -a "$TS_ROOT/qemu/names" "$work/names"
+	out=$(make -C "$work/names" KDIR="/lib/modules/$TS_KREL/build" \
+		KCFLAGS="-Werror -I$work/include -DTS_EXPECT_NATIVE=0" \
 		KBUILD_EXTRA_SYMBOLS="$work/Module.symvers" 2>&1)
 	printf '%s\n' "$out" >>"$log"
 	check $(( $(printf '%s\n' "$out" | grep -c -E 'warning|error|Error') == 0 )) \
@@ -124,6 +96,27 @@ EOF
 		kernel_doc_public_headers "$(printf '%s\n' "$out" | head -n 3)"
 	rm -rf "$work"
 	echo "$pass $fail"
+}
+
+# The same consumer of upstream's names against the native kernel, in the
+# Debian 13 chroot, without twostep's exports: every name must be the
+# kernel's own there (names.c checks TWOSTEP_*_NATIVE, and modpost would
+# refuse a call into twostep). Prints "passed failed".
+ts_static_native_names() {
+	local log=$TS_RESULTS/static-native.log
+	ts_native_stage names qemu/names include
+	if ts_native_make names/names "$log" \
+		KCFLAGS="-Werror -I/build/names/include -DTS_EXPECT_NATIVE=1" &&
+		! grep -q -E 'warning|error' "$log"; then
+		printf '  %-9s ok   %s\n' static \
+			"drop_in_header_adds_nothing_on_$TS_KREL_NATIVE"
+		echo "1 0"
+	else
+		printf '  %-9s FAIL %s: %s\n' static \
+			"drop_in_header_adds_nothing_on_$TS_KREL_NATIVE" \
+			"$(grep -E 'warning|error' "$log" | head -n 3)"
+		echo "0 1"
+	fi
 }
 
 # One check line of ts_harness_checks: OK (1 or empty), NAME and what was

@@ -1133,6 +1133,7 @@ static const struct ts_group ts_groups[] = {
 	{ ts_safety_cases, &ts_safety_ncases },
 	{ ts_device_cases, &ts_device_ncases },
 	{ ts_fidelity_cases, &ts_fidelity_ncases },
+	{ ts_p2p_cases, &ts_p2p_ncases },
 	{ ts_odp_cases, &ts_odp_ncases },
 	{ ts_final_cases, &ts_final_ncases },
 	/* after no_leak: they leave the peer unbound, with a context */

@@ -46,6 +46,8 @@
  * @neighbour_rounds: rounds of each thread of the neighbour race case
  * @backends: implementations the fidelity cases run against
  *            (TS_BACKEND_TWOSTEP, TS_BACKEND_NATIVE)
+ * @p2p: 1 an ivshmem-plain device must be there for the P2P cases, 0 or -1
+ *       not (skipped without one)
  * @data: the running case's &struct ts_case.data
  */
 struct ts {
@@ -70,6 +72,7 @@ struct ts {
 	unsigned long large_range;
 	unsigned int neighbour_rounds;
 	unsigned int backends;
+	int p2p;
 	const void *data;
 };
 
@@ -111,6 +114,8 @@ extern const struct ts_case ts_fidelity_cases[];
 extern const unsigned int ts_fidelity_ncases;
 extern const struct ts_case ts_bench_cases[];
 extern const unsigned int ts_bench_ncases;
+extern const struct ts_case ts_p2p_cases[];
+extern const unsigned int ts_p2p_ncases;
 
 /* Record a failed assertion with its location; evaluates to @cond. */
 #define TS_EXPECT(t, cond, fmt, ...) ({					\

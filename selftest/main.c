@@ -85,6 +85,11 @@ module_param(backend, charp, 0444);
 MODULE_PARM_DESC(backend,
 		 "implementations the fidelity cases run against: twostep, native or both (default: both where the kernel has its own)");
 
+static int p2p = -1;
+module_param(p2p, int, 0444);
+MODULE_PARM_DESC(p2p,
+		 "1: an ivshmem-plain device (P2P cases) must be there, -1: skip the P2P cases without one (default)");
+
 /* The "backend" parameter as TS_BACKEND_* bits; 0 when it names nothing. */
 static unsigned int ts_backends(void)
 {
@@ -137,6 +142,7 @@ static int __init twostep_selftest_init(void)
 	t.write_only = write_only;
 	t.large_range = large_range;
 	t.neighbour_rounds = neighbour_rounds;
+	t.p2p = p2p;
 	t.seed = seed;
 	t.stress_ops = stress_ops;
 	t.stress_seed = stress_seed ? stress_seed : seed;

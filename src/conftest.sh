@@ -25,6 +25,10 @@ have_decl include/linux/generic_pt/iommu.h 'iommupt_from_domain' &&
 	printf ' -DTWOSTEP_HAVE_IOMMUPT'
 have_decl include/linux/dma-mapping.h 'bool dma_dev_need_sync(' &&
 	printf ' -DTWOSTEP_HAVE_DMA_DEV_NEED_SYNC'
+have_decl include/linux/dma-mapping.h 'dma_addr_t dma_map_phys(' &&
+	printf ' -DTWOSTEP_HAVE_DMA_MAP_PHYS'
+have_decl include/linux/dma-mapping.h 'bool dma_need_unmap(' &&
+	printf ' -DTWOSTEP_HAVE_DMA_NEED_UNMAP'
 have_decl include/linux/iommu.h 'struct iommu_pages_list' &&
 	printf ' -DTWOSTEP_HAVE_IOMMU_PAGES_LIST'
 echo

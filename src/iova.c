@@ -77,6 +77,15 @@ twostep_granules(struct twostep_ctx *ctx, struct twostep_alloc *a,
 	return 0;
 }
 
+/*
+ * The attributes a link may carry: what upstream's dma_iova_link() acts on
+ * and the ones that change nothing here. Anything else is refused.
+ */
+#define TWOSTEP_LINK_ATTRS (DMA_ATTR_PRIVILEGED | TWOSTEP_DMA_ATTR_MMIO | \
+			    TWOSTEP_DMA_ATTR_REQUIRE_COHERENT | \
+			    DMA_ATTR_SKIP_CPU_SYNC | DMA_ATTR_WEAK_ORDERING | \
+			    DMA_ATTR_NO_WARN)
+
 static int twostep_prot(struct twostep_ctx *ctx, enum dma_data_direction dir,
 			unsigned long attrs)
 {
@@ -84,6 +93,9 @@ static int twostep_prot(struct twostep_ctx *ctx, enum dma_data_direction dir,
 
 	if (attrs & DMA_ATTR_PRIVILEGED)
 		prot |= IOMMU_PRIV;
+	/* a peer's BAR: uncached, as upstream maps it */
+	if (attrs & TWOSTEP_DMA_ATTR_MMIO)
+		prot = (prot & ~IOMMU_CACHE) | IOMMU_MMIO;
 	switch (dir) {
 	case DMA_BIDIRECTIONAL:
 		return prot | IOMMU_READ | IOMMU_WRITE;
@@ -428,7 +440,7 @@ EXPORT_SYMBOL_GPL(twostep_iova_try_alloc);
  * @offset: offset into the IOVA range
  * @size: bytes to map
  * @dir: DMA direction; sets the IOMMU permissions
- * @attrs: DMA attributes; DMA_ATTR_PRIVILEGED is honoured
+ * @attrs: DMA attributes (see include/twostep.h)
  *
  * Return: 0 or a negative errno (see include/twostep.h).
  */
@@ -455,6 +467,9 @@ int twostep_iova_link(struct device *dev, struct twostep_iova_state *state,
 	iova = a->addr + offset;
 	if (prot < 0) {
 		why = "bad DMA direction";
+		ret = -EINVAL;
+	} else if (attrs & ~TWOSTEP_LINK_ATTRS) {
+		why = "unknown DMA attribute";
 		ret = -EINVAL;
 	} else if (offset && (iova & mask)) {
 		why = "only the first link may start inside a granule";
