@@ -12,6 +12,7 @@
 
 #include <linux/dma-mapping.h>
 #include <linux/kallsyms.h>
+#include <linux/ktime.h>
 #include <linux/mm.h>
 #include <linux/spinlock.h>
 #include <linux/string.h>
@@ -409,6 +410,61 @@ out:
 	return 0;
 }
 
+/* ---- what the checker costs: a measurement, run on request ---- */
+
+#define CK_COST_ROUNDS	2000
+#define CK_COST_REPS	5
+
+/*
+ * Nanoseconds per link, sync and unlink of one page, over @n rounds; the
+ * best of CK_COST_REPS such figures is printed.
+ */
+static u64 ck_round_ns(struct ts *t, struct twostep_iova_state *st,
+		       phys_addr_t phys, unsigned int n)
+{
+	ktime_t t0 = ktime_get();
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		twostep_iova_link(t->dev, st, phys, 0, PAGE_SIZE,
+				  DMA_BIDIRECTIONAL, 0);
+		twostep_iova_sync(t->dev, st, 0, PAGE_SIZE);
+		twostep_iova_unlink(t->dev, st, 0, PAGE_SIZE,
+				    DMA_BIDIRECTIONAL, 0);
+	}
+	return ktime_to_ns(ktime_sub(ktime_get(), t0)) / n;
+}
+
+static int case_checker_cost(struct ts *t)
+{
+	bool on = twostep_debug_set(true);
+	struct page *pg = alloc_page(GFP_KERNEL);
+	u64 off = U64_MAX, with = U64_MAX;
+	struct twostep_iova_state st;
+	unsigned int rep;
+
+	if (!TS_EXPECT(t, pg, "page"))
+		goto out;
+	/* allocated while on: tracked, so that "on" does all its work */
+	if (TS_EXPECT(t, ts_try_alloc(t, &st, 0, PAGE_SIZE), "try_alloc")) {
+		for (rep = 0; rep < CK_COST_REPS; rep++) {
+			twostep_debug_set(false);
+			off = min(off, ck_round_ns(t, &st, page_to_phys(pg),
+						   CK_COST_ROUNDS));
+			twostep_debug_set(true);
+			with = min(with, ck_round_ns(t, &st, page_to_phys(pg),
+						     CK_COST_ROUNDS));
+		}
+		twostep_iova_free(t->dev, &st);
+		ts_diag("checker cost per link+sync+unlink: off %llu ns, on %llu ns",
+			off, with);
+	}
+	__free_page(pg);
+out:
+	twostep_debug_set(on);
+	return 0;
+}
+
 const struct ts_case ts_checker_cases[] = {
 	{ "checker_stale_state", case_checker_stale_state, true },
 	{ "checker_foreign_state", case_checker_foreign_state, true },
@@ -416,6 +472,7 @@ const struct ts_case ts_checker_cases[] = {
 	{ "checker_unsynced_destroy", case_checker_unsynced_destroy, true },
 	{ "checker_dir_mismatch", case_checker_dir_mismatch, true },
 	{ "checker_leak", case_checker_leak, true },
+	{ "checker_cost", case_checker_cost, true, .on_request = true },
 };
 
 const unsigned int ts_checker_ncases = ARRAY_SIZE(ts_checker_cases);
