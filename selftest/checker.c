@@ -72,7 +72,7 @@ static int ck_range(struct ts *t, struct twostep_iova_state *st,
 
 static void ck_summary(void)
 {
-	ts_diag("summary: checker seeded bugs %u reported %u call sites named %u",
+	ktap_line("# summary: checker seeded bugs %u reported %u call sites named %u",
 		ck_seeded, ck_reported, ck_named);
 }
 
