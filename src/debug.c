@@ -20,7 +20,6 @@
 
 #include <linux/debugfs.h>
 #include <linux/device.h>
-#include <linux/kallsyms.h>
 #include <linux/log2.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
@@ -28,6 +27,7 @@
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/string.h>
+#include <linux/sysfs.h>
 #include <linux/uaccess.h>
 
 #include "ctx.h"
