@@ -73,7 +73,7 @@ static int ck_range(struct ts *t, struct twostep_iova_state *st,
 static void ck_summary(void)
 {
 	ktap_line("# summary: checker seeded bugs %u reported %u call sites named %u",
-		ck_seeded, ck_reported, ck_named);
+		  ck_seeded, ck_reported, ck_named);
 }
 
 /* ---- a stale state: destroy with a copy taken before the range went ---- */
