@@ -23,6 +23,7 @@
 #include <linux/log2.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/ratelimit.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
@@ -192,10 +193,13 @@ static void twostep_dbg_sym(char *buf, unsigned long ip)
 		strscpy(buf, "(not tracked)", TWOSTEP_DBG_SITE_LEN);
 }
 
+/* Leaks are listed range by range, at a rate of their own. */
+static DEFINE_RATELIMIT_STATE(twostep_dbg_leak_rs, 5 * HZ, 64);
+
 /*
  * Count a finding in its row (kind, device, call site, allocating call
  * site) and say it in the kernel log the first time and whenever the
- * row's count reaches a power of two.
+ * row's count reaches a power of two; a leak every time, each range.
  */
 static void twostep_dbg_report(enum twostep_finding kind, struct device *dev,
 			       unsigned long ip, unsigned long alloc_ip,
@@ -238,6 +242,13 @@ static void twostep_dbg_report(enum twostep_finding kind, struct device *dev,
 		twostep_dbg_lost++;
 	}
 	spin_unlock_irqrestore(&twostep_dbg_lock, flags);
+	if (kind == TWOSTEP_FINDING_LEAK ||
+	    kind == TWOSTEP_FINDING_FAILED_LINK_LEAK) {
+		if (__ratelimit(&twostep_dbg_leak_rs))
+			dev_warn(dev, "twostep-checker: %s (count %lu): %s, range allocated by %s\n",
+				 twostep_dbg_names[kind], count, what, alloc);
+		return;
+	}
 	if (r && !is_power_of_2(count))
 		return;
 	dev_warn_ratelimited(dev, "twostep-checker: %s (count %lu): %s, call site %s, range allocated by %s\n",
