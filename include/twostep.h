@@ -226,6 +226,72 @@ int twostep_get_chunk(struct device *dev, unsigned int i, u64 *start,
 void twostep_debug_fail(enum twostep_fail what, unsigned int nth);
 
 /**
+ * enum twostep_finding - what the checker (module parameter debug=1) reports
+ * @TWOSTEP_FINDING_STALE_STATE: a call with a state whose range this device
+ *                               freed already
+ * @TWOSTEP_FINDING_FOREIGN_STATE: a call with a state that holds (or held)
+ *                                 a range of another device
+ * @TWOSTEP_FINDING_NOT_LINKED: unlink of a span with nothing linked in it,
+ *                              or destroy with a @mapped_len over nothing
+ *                              linked
+ * @TWOSTEP_FINDING_UNSYNCED_DESTROY: destroy of links never synced, when no
+ *                                    link of the range failed since
+ * @TWOSTEP_FINDING_DIR_MISMATCH: unlink or destroy with a direction none of
+ *                                the range's links used
+ * @TWOSTEP_FINDING_LEAK: a range still live when the driver unbinds, the
+ *                        device goes, twostep_detach() or unload
+ * @TWOSTEP_FINDING_FAILED_LINK_LEAK: as @TWOSTEP_FINDING_LEAK, for a range
+ *                                    one of whose links failed
+ * @TWOSTEP_FINDING_KINDS: number of kinds; to twostep_debug_findings(): all
+ */
+enum twostep_finding {
+	TWOSTEP_FINDING_STALE_STATE,
+	TWOSTEP_FINDING_FOREIGN_STATE,
+	TWOSTEP_FINDING_NOT_LINKED,
+	TWOSTEP_FINDING_UNSYNCED_DESTROY,
+	TWOSTEP_FINDING_DIR_MISMATCH,
+	TWOSTEP_FINDING_LEAK,
+	TWOSTEP_FINDING_FAILED_LINK_LEAK,
+	TWOSTEP_FINDING_KINDS,
+};
+
+/**
+ * twostep_debug_findings - what the checker found
+ * @dev: count the findings of this device only; NULL: of every device
+ * @kind: count this kind only; %TWOSTEP_FINDING_KINDS: every kind
+ * @site: NULL, or filled in with the call site of the last such finding
+ *        as "%pS" printed it when it was found (for a leak: the range's
+ *        try_alloc); "" when there is none
+ * @len: size of @site
+ *
+ * The checker runs while twostep's module parameter debug is 1 (at load or
+ * later through /sys/module/twostep/parameters/debug). Findings are kept
+ * until twostep is unloaded or "reset" is written to
+ * /sys/kernel/debug/twostep/checker, whose table lists them all; a device
+ * is told apart by its name.
+ *
+ * Context: any context.
+ * Return: the number of findings; those past the table's capacity are
+ * counted only where @dev is NULL.
+ */
+unsigned long twostep_debug_findings(struct device *dev,
+				     enum twostep_finding kind, char *site,
+				     size_t len);
+
+/**
+ * twostep_debug_set - turn the checker on or off
+ * @on: true: on, as the module parameter debug=1
+ *
+ * The same as writing /sys/module/twostep/parameters/debug: for a test
+ * that seeds bugs and must not depend on how twostep was loaded. Ranges
+ * allocated while the checker was off are not tracked.
+ *
+ * Context: process context, may sleep.
+ * Return: whether the checker was on.
+ */
+bool twostep_debug_set(bool on);
+
+/**
  * twostep_iova_try_alloc - try to allocate an IOVA range for a device
  * @dev: device
  * @state: IOVA state, zeroed first and filled in on success

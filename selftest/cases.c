@@ -1132,6 +1132,7 @@ static const struct ts_group ts_groups[] = {
 	{ ts_robust_cases, &ts_robust_ncases },
 	{ ts_safety_cases, &ts_safety_ncases },
 	{ ts_device_cases, &ts_device_ncases },
+	{ ts_checker_cases, &ts_checker_ncases },
 	{ ts_fidelity_cases, &ts_fidelity_ncases },
 	{ ts_p2p_cases, &ts_p2p_ncases },
 	{ ts_odp_cases, &ts_odp_ncases },

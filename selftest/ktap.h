@@ -112,6 +112,8 @@ extern const struct ts_case ts_device_cases[];
 extern const unsigned int ts_device_ncases;
 extern const struct ts_case ts_fidelity_cases[];
 extern const unsigned int ts_fidelity_ncases;
+extern const struct ts_case ts_checker_cases[];
+extern const unsigned int ts_checker_ncases;
 extern const struct ts_case ts_bench_cases[];
 extern const unsigned int ts_bench_ncases;
 extern const struct ts_case ts_p2p_cases[];

@@ -6,8 +6,8 @@
  * The context reserves IOVA in chunks (chunk.c), gives every live
  * allocation a slot (slot.c) and a link map (links.c). Detach, unbinding
  * the driver, removing the device or unloading twostep gives it all back.
- * Calls reserve.c (its block size), links.c, counters.c, chunk.c and
- * slot.c.
+ * Calls reserve.c (its block size), links.c, counters.c, debug.c (the
+ * checker's leak report), chunk.c and slot.c.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -23,6 +23,7 @@
 #include "chunk.h"
 #include "counters.h"
 #include "ctx.h"
+#include "debug.h"
 #include "reserve.h"
 #include "slot.h"
 
@@ -298,6 +299,7 @@ static void twostep_alloc_free_rcu(struct rcu_head *head)
 
 	if (!xa_empty(&a->big))
 		xa_destroy(&a->big);
+	twostep_dbg_free(a);
 	twostep_links_free(a->links);
 	kfree(a);
 }
@@ -434,6 +436,7 @@ void twostep_ctx_destroy(struct twostep_ctx *ctx, const char *why,
 			continue;
 		RCU_INIT_POINTER(*twostep_slot_ptr(ctx, slot), NULL);
 		WRITE_ONCE(a->dead, true);
+		twostep_dbg(leak, ctx, a, why);
 		left++;
 		granules += twostep_alloc_release(ctx, a, 0, &past);
 		call_rcu(&a->rcu, twostep_alloc_free_rcu);

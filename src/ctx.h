@@ -140,6 +140,7 @@ struct twostep_ctx {
  * @big: the head granule of every link that may be mapped with pages
  *       larger than a granule, with its IOMMU_* protection as a value, so
  *       that an unlink that cuts such a link can map its outside part again
+ * @dbg: the checker's record (debug.c), or NULL: not tracked
  */
 struct twostep_alloc {
 	struct rcu_head rcu;
@@ -155,6 +156,7 @@ struct twostep_alloc {
 	atomic_t inflight;
 	bool dead;
 	struct xarray big;
+	struct twostep_dbg_range *dbg;
 };
 
 extern struct list_head twostep_ctxs;

@@ -19,6 +19,7 @@
 #include "compat.h"
 #include "counters.h"
 #include "ctx.h"
+#include "debug.h"
 #include "iova.h"
 
 /*
@@ -426,6 +427,7 @@ bool twostep_iova_try_alloc(struct device *dev,
 	a = twostep_alloc_new(dev, phys, size);
 	if (!a)
 		return false;
+	twostep_dbg(alloc, a, _RET_IP_);
 	state->addr = a->addr;
 	state->__size = a->size;
 	return true;
@@ -449,9 +451,9 @@ int twostep_iova_link(struct device *dev, struct twostep_iova_state *state,
 		      enum dma_data_direction dir, unsigned long attrs)
 {
 	unsigned long first, count, mask;
+	struct twostep_alloc *a = NULL;
 	const char *why = NULL;
 	struct twostep_ctx *ctx;
-	struct twostep_alloc *a;
 	dma_addr_t iova;
 	int prot, ret;
 
@@ -509,11 +511,16 @@ int twostep_iova_link(struct device *dev, struct twostep_iova_state *state,
 	if (ret)
 		dev_err_ratelimited(dev, "twostep: link: mapping failed: %d\n",
 				    ret);
+	twostep_dbg(link, a, ret, dir, _RET_IP_);
 	rcu_read_unlock_sched();
 	return ret;
 
 refused:
 	twostep_misuse(ctx, dev, "link: %s (%d)", why, ret);
+	if (a)
+		twostep_dbg(link, a, ret, dir, _RET_IP_);
+	else
+		twostep_dbg(state, dev, state, "link", _RET_IP_);
 	rcu_read_unlock_sched();
 	return ret;
 }
@@ -532,10 +539,10 @@ EXPORT_SYMBOL_GPL(twostep_iova_link);
 int twostep_iova_sync(struct device *dev, struct twostep_iova_state *state,
 		      size_t offset, size_t size)
 {
+	struct twostep_alloc *a = NULL;
 	unsigned long first, count;
 	const char *why = NULL;
 	struct twostep_ctx *ctx;
-	struct twostep_alloc *a;
 	int ret;
 
 	rcu_read_lock_sched();
@@ -545,6 +552,8 @@ int twostep_iova_sync(struct device *dev, struct twostep_iova_state *state,
 				       &why);
 	if (ret) {
 		twostep_misuse(ctx, dev, "sync: %s (%d)", why, ret);
+		if (!a)
+			twostep_dbg(state, dev, state, "sync", _RET_IP_);
 		rcu_read_unlock_sched();
 		return ret;
 	}
@@ -553,6 +562,7 @@ int twostep_iova_sync(struct device *dev, struct twostep_iova_state *state,
 	else
 		ret = twostep_sync_map(ctx, twostep_g2iova(ctx, a, first),
 				       (size_t)count << ctx->shift);
+	twostep_dbg(sync, a);
 	rcu_read_unlock_sched();
 	return ret;
 }
@@ -572,10 +582,10 @@ void twostep_iova_unlink(struct device *dev, struct twostep_iova_state *state,
 			 enum dma_data_direction dir, unsigned long attrs)
 {
 	struct iommu_iotlb_gather gather;
+	struct twostep_alloc *a = NULL;
 	unsigned long first, end, n;
 	const char *why = NULL;
 	struct twostep_ctx *ctx;
-	struct twostep_alloc *a;
 	u64 asize, last;
 	bool past;
 	int ret;
@@ -613,6 +623,7 @@ void twostep_iova_unlink(struct device *dev, struct twostep_iova_state *state,
 		twostep_unmap_done(ctx, a, first, end, n);
 	}
 	twostep_alloc_exit(a);
+	twostep_dbg(unlink, ctx, a, n, dir, _RET_IP_);
 	rcu_read_unlock_sched();
 	if (past || n < end - first)
 		twostep_misuse(ctx, dev, "unlink: %s%s: unmapped the %lu linked granule(s) of %lu",
@@ -624,6 +635,8 @@ void twostep_iova_unlink(struct device *dev, struct twostep_iova_state *state,
 
 refused:
 	twostep_misuse(ctx, dev, "unlink: %s (%d)", why, ret);
+	if (!a)
+		twostep_dbg(state, dev, state, "unlink", _RET_IP_);
 	rcu_read_unlock_sched();
 }
 EXPORT_SYMBOL_GPL(twostep_iova_unlink);
@@ -730,10 +743,14 @@ refused:
 	return ret;
 }
 
-/* Free or destroy: @mapped_len bytes from the start may be linked. */
+/*
+ * Free or destroy: @mapped_len bytes from the start may be linked; @dir
+ * and @ip (the caller) for the checker.
+ */
 static void twostep_finish(struct device *dev,
 			   struct twostep_iova_state *state,
-			   size_t mapped_len, const char *call)
+			   size_t mapped_len, enum dma_data_direction dir,
+			   const char *call, unsigned long ip)
 {
 	const char *why = NULL;
 	struct twostep_ctx *ctx;
@@ -747,6 +764,7 @@ static void twostep_finish(struct device *dev,
 	ret = twostep_resolve(dev, state, &ctx, &a, &why);
 	if (ret) {
 		twostep_misuse(ctx, dev, "%s: %s (%d)", call, why, ret);
+		twostep_dbg(state, dev, state, call, ip);
 		goto out_unlock;
 	}
 	size = a->size & TWOSTEP_IOVA_SIZE_MASK;
@@ -758,6 +776,7 @@ static void twostep_finish(struct device *dev,
 	}
 	if (mapped_len)
 		keep = ((a->addr - a->base + mapped_len - 1) >> ctx->shift) + 1;
+	twostep_dbg(finish, ctx, a, mapped_len, dir, *call == 'd', ip);
 	if (!twostep_alloc_finish(ctx, a, keep, &extra)) {
 		twostep_misuse(ctx, dev, "%s: allocation already gone", call);
 		goto out_unlock;
@@ -777,7 +796,7 @@ out_unlock:
  */
 void twostep_iova_free(struct device *dev, struct twostep_iova_state *state)
 {
-	twostep_finish(dev, state, 0, "free");
+	twostep_finish(dev, state, 0, DMA_NONE, "free", _RET_IP_);
 }
 EXPORT_SYMBOL_GPL(twostep_iova_free);
 
@@ -793,6 +812,6 @@ void twostep_iova_destroy(struct device *dev, struct twostep_iova_state *state,
 			  size_t mapped_len, enum dma_data_direction dir,
 			  unsigned long attrs)
 {
-	twostep_finish(dev, state, mapped_len, "destroy");
+	twostep_finish(dev, state, mapped_len, dir, "destroy", _RET_IP_);
 }
 EXPORT_SYMBOL_GPL(twostep_iova_destroy);

@@ -4,7 +4,8 @@
  * reservation's zero block and starts listening to the PCI and platform
  * buses: a driver unbound, a probe failed or a device removed gives back
  * the device's context. Unloading gives back every context. Calls
- * reserve.c, slot.c and ctx.c; nothing calls it.
+ * reserve.c, debug.c (the checker's debugfs table), slot.c and ctx.c;
+ * nothing calls it.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -16,6 +17,7 @@
 #include <linux/platform_device.h>
 
 #include "ctx.h"
+#include "debug.h"
 #include "reserve.h"
 #include "slot.h"
 
@@ -72,6 +74,7 @@ static int __init twostep_init(void)
 	ret = bus_register_notifier(&platform_bus_type, &twostep_platform_nb);
 	if (ret)
 		goto err_unregister_pci;
+	twostep_debug_init();
 	pr_info("loaded, reservation block %llu KiB\n",
 		twostep_reserve_block() >> 10);
 	return 0;
@@ -90,6 +93,7 @@ static void __exit twostep_exit(void)
 	struct twostep_ctx *ctx;
 	unsigned long flags;
 
+	twostep_debug_exit();
 	/* no caller is left to queue it again */
 	cancel_work_sync(&twostep_stale_work);
 	/* contexts first: a device removed meanwhile is still heard of */
