@@ -495,7 +495,7 @@ struct dr_worker {
 };
 
 /* Calls that are refused, over and over, while the context comes and goes. */
-static int dr_thread(void *data)
+static int dr_worker_thread(void *data)
 {
 	struct dr_worker *w = data;
 	struct twostep_iova_state st = { };
@@ -527,7 +527,7 @@ static int case_detach_race(struct ts *t)
 	unsigned int i, rounds = 300, ok = 0;
 
 	init_completion(&w.done);
-	task = kthread_run(dr_thread, &w, "twostep-dr");
+	task = kthread_run(dr_worker_thread, &w, "twostep-dr");
 	if (!TS_EXPECT(t, !IS_ERR(task), "kthread"))
 		return 0;
 	for (i = 0; i < rounds; i++) {

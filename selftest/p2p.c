@@ -175,8 +175,8 @@ struct p2p_ops {
 			   enum dma_data_direction dir, unsigned long attrs);
 };
 
-static bool tw_try_alloc(struct ts *t, void *st, size_t size,
-			 dma_addr_t *addr)
+static bool p2p_tw_try_alloc(struct ts *t, void *st, size_t size,
+			     dma_addr_t *addr)
 {
 	struct twostep_iova_state *s = st;
 
@@ -186,19 +186,19 @@ static bool tw_try_alloc(struct ts *t, void *st, size_t size,
 	return true;
 }
 
-static int tw_link(struct ts *t, void *st, phys_addr_t phys, size_t off,
-		   unsigned long attrs)
+static int p2p_tw_link(struct ts *t, void *st, phys_addr_t phys,
+		       size_t off, unsigned long attrs)
 {
 	return twostep_iova_link(t->dev, st, phys, off, PAGE_SIZE,
 				 DMA_BIDIRECTIONAL, attrs);
 }
 
-static int tw_sync(struct ts *t, void *st, size_t size)
+static int p2p_tw_sync(struct ts *t, void *st, size_t size)
 {
 	return twostep_iova_sync(t->dev, st, 0, size);
 }
 
-static void tw_destroy(struct ts *t, void *st, size_t size)
+static void p2p_tw_destroy(struct ts *t, void *st, size_t size)
 {
 	twostep_iova_destroy(t->dev, st, size, DMA_BIDIRECTIONAL, 0);
 }
@@ -206,17 +206,17 @@ static void tw_destroy(struct ts *t, void *st, size_t size)
 static const struct p2p_ops p2p_twostep = {
 	.name = "twostep",
 	.backend = TS_BACKEND_TWOSTEP,
-	.try_alloc = tw_try_alloc,
-	.link = tw_link,
-	.sync = tw_sync,
-	.destroy = tw_destroy,
+	.try_alloc = p2p_tw_try_alloc,
+	.link = p2p_tw_link,
+	.sync = p2p_tw_sync,
+	.destroy = p2p_tw_destroy,
 	.map_phys = twostep_dma_map_phys,
 	.unmap_phys = twostep_dma_unmap_phys,
 };
 
 #if TS_HAVE_NATIVE
-static bool up_try_alloc(struct ts *t, void *st, size_t size,
-			 dma_addr_t *addr)
+static bool p2p_up_try_alloc(struct ts *t, void *st, size_t size,
+			     dma_addr_t *addr)
 {
 	struct dma_iova_state *s = st;
 
@@ -227,19 +227,19 @@ static bool up_try_alloc(struct ts *t, void *st, size_t size,
 	return true;
 }
 
-static int up_link(struct ts *t, void *st, phys_addr_t phys, size_t off,
-		   unsigned long attrs)
+static int p2p_up_link(struct ts *t, void *st, phys_addr_t phys,
+		       size_t off, unsigned long attrs)
 {
 	return dma_iova_link(t->dev, st, phys, off, PAGE_SIZE,
 			     DMA_BIDIRECTIONAL, attrs);
 }
 
-static int up_sync(struct ts *t, void *st, size_t size)
+static int p2p_up_sync(struct ts *t, void *st, size_t size)
 {
 	return dma_iova_sync(t->dev, st, 0, size);
 }
 
-static void up_destroy(struct ts *t, void *st, size_t size)
+static void p2p_up_destroy(struct ts *t, void *st, size_t size)
 {
 	dma_iova_destroy(t->dev, st, size, DMA_BIDIRECTIONAL, 0);
 }
@@ -247,10 +247,10 @@ static void up_destroy(struct ts *t, void *st, size_t size)
 static const struct p2p_ops p2p_native = {
 	.name = "native",
 	.backend = TS_BACKEND_NATIVE,
-	.try_alloc = up_try_alloc,
-	.link = up_link,
-	.sync = up_sync,
-	.destroy = up_destroy,
+	.try_alloc = p2p_up_try_alloc,
+	.link = p2p_up_link,
+	.sync = p2p_up_sync,
+	.destroy = p2p_up_destroy,
 	.map_phys = dma_map_phys,
 	.unmap_phys = dma_unmap_phys,
 };
