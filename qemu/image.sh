@@ -55,6 +55,7 @@ ts_image_sources() {
 ts_image_key() {
 	{
 		echo "$TS_IMAGE_SUITE $TS_IMAGE_PACKAGES $TS_IMAGE_SIZE"
+		# shellcheck disable=SC2086 # the folders on one line
 		echo $TS_IMAGE_EXCLUDE
 		ts_image_sources
 		declare -f ts_image_build ts_image_sources
