@@ -119,6 +119,14 @@ int twostep_ctx_grow(struct twostep_ctx *ctx, u64 need, unsigned int seen,
 	/* free, but reserved for a request under way: not idle yet */
 	c->idle_since = jiffies;
 	init_iova_domain(&c->iovad, 1UL << ctx->shift, start >> ctx->shift);
+	/* per-CPU caches of freed ranges, as the DMA API's own domain has */
+	ret = iova_domain_init_rcaches(&c->iovad);
+	if (ret) {
+		put_iova_domain(&c->iovad);
+		twostep_unreserve(ctx->dev, ctx->domain, start, size);
+		kfree(c);
+		goto out_unlock;
+	}
 	list_add_tail_rcu(&c->node, &ctx->chunks);
 	WRITE_ONCE(ctx->nchunks, ctx->nchunks + 1);
 	WRITE_ONCE(ctx->reserved, ctx->reserved + size);
@@ -135,24 +143,24 @@ out_unlock:
 	return ret;
 }
 
-static struct iova *twostep_chunk_alloc(struct twostep_ctx *ctx,
-					unsigned long nr,
-					struct twostep_chunk **chunkp);
+static unsigned long twostep_chunk_alloc(struct twostep_ctx *ctx,
+					 unsigned long nr,
+					 struct twostep_chunk **chunkp);
 
 /* Could a range of @nr granules be allocated now? Tries it. */
 static bool twostep_can_alloc(struct twostep_ctx *ctx, unsigned long nr)
 {
 	struct twostep_chunk *c;
-	struct iova *iova;
+	unsigned long pfn;
 
 	rcu_read_lock();
-	iova = twostep_chunk_alloc(ctx, nr, &c);
-	if (iova) {
-		__free_iova(&c->iovad, iova);
+	pfn = twostep_chunk_alloc(ctx, nr, &c);
+	if (pfn) {
+		free_iova_fast(&c->iovad, pfn, nr);
 		atomic_long_add(nr, &c->free);
 	}
 	rcu_read_unlock();
-	return iova;
+	return pfn;
 }
 
 void twostep_grow_work(struct work_struct *work)
@@ -236,14 +244,16 @@ void twostep_shrink_work(struct work_struct *work)
 	memalloc_noio_restore(noio);
 }
 
-/* Take @nr granules from the first chunk under the mask that has them. */
-static struct iova *twostep_chunk_alloc(struct twostep_ctx *ctx,
-					unsigned long nr,
-					struct twostep_chunk **chunkp)
+/*
+ * Take @nr granules from the first chunk under the mask that has them:
+ * their first granule, or 0.
+ */
+static unsigned long twostep_chunk_alloc(struct twostep_ctx *ctx,
+					 unsigned long nr,
+					 struct twostep_chunk **chunkp)
 {
-	unsigned long limit = twostep_limit_pfn(ctx);
+	unsigned long limit = twostep_limit_pfn(ctx), pfn = 0;
 	struct twostep_chunk *c;
-	struct iova *iova = NULL;
 
 	rcu_read_lock();
 	list_for_each_entry_rcu(c, &ctx->chunks, node) {
@@ -259,32 +269,37 @@ static struct iova *twostep_chunk_alloc(struct twostep_ctx *ctx,
 		 * Size-aligned, as upstream's allocator gives every range: a
 		 * range never crosses a boundary of its size rounded up to a
 		 * power of two (64 KiB, 4 GiB), and a physically contiguous
-		 * link can use large pages.
+		 * link can use large pages. Ranges up to 32 granules come
+		 * from per-CPU caches of freed ones when they can, as the DMA
+		 * API's do; a miss empties them into the tree and retries.
 		 */
-		iova = alloc_iova(&c->iovad, nr, c->last_pfn, true);
-		if (iova) {
+		pfn = alloc_iova_fast(&c->iovad, nr, c->last_pfn, true);
+		if (pfn) {
 			*chunkp = c;
 			break;
 		}
 		atomic_long_add(nr, &c->free);
 	}
 	rcu_read_unlock();
-	return iova;
+	return pfn;
 }
 
-/* IOVA for @nr granules: grow the reservation, or ask the worker to. */
-struct iova *twostep_iova_get(struct twostep_ctx *ctx, unsigned long nr,
-			      bool may_sleep, struct twostep_chunk **chunkp)
+/*
+ * IOVA for @nr granules, its first granule: grow the reservation, or ask
+ * the worker to. 0 when there is none now.
+ */
+unsigned long twostep_iova_get(struct twostep_ctx *ctx, unsigned long nr,
+			       bool may_sleep, struct twostep_chunk **chunkp)
 {
+	unsigned long pfn;
 	unsigned int seen;
-	struct iova *iova;
 	u64 want;
 
 	for (;;) {
 		seen = READ_ONCE(ctx->nchunks);
-		iova = twostep_chunk_alloc(ctx, nr, chunkp);
-		if (iova)
-			return iova;
+		pfn = twostep_chunk_alloc(ctx, nr, chunkp);
+		if (pfn)
+			return pfn;
 		want = (u64)nr << ctx->shift;
 		if (!may_sleep) {
 			/* keep the largest request that is waiting */
@@ -296,21 +311,21 @@ struct iova *twostep_iova_get(struct twostep_ctx *ctx, unsigned long nr,
 				;
 			queue_work(system_unbound_wq, &ctx->grow_work);
 			atomic_long_inc(&ctx->deferred);
-			return NULL;
+			return 0;
 		}
 		if (twostep_ctx_grow(ctx, want, seen, false))
-			return NULL;
+			return 0;
 	}
 }
 
 /*
- * Give the @nr granules of @iova back to chunk @c; a chunk wholly free
+ * Give the @nr granules from @pfn back to chunk @c; a chunk wholly free
  * from now is left to the give-back worker.
  */
 void twostep_iova_put(struct twostep_ctx *ctx, struct twostep_chunk *c,
-		      struct iova *iova, unsigned long nr)
+		      unsigned long pfn, unsigned long nr)
 {
-	__free_iova(&c->iovad, iova);
+	free_iova_fast(&c->iovad, pfn, nr);
 	if (atomic_long_add_return(nr, &c->free) == c->nr) {
 		/* wholly free from now: a test_bit when the worker is due */
 		WRITE_ONCE(c->idle_since, jiffies);

@@ -30,6 +30,21 @@
 LIST_HEAD(twostep_ctxs);
 DEFINE_SPINLOCK(twostep_ctxs_lock);
 
+/* Range records, each with room for the link map of a range up to 2 MiB. */
+static struct kmem_cache *twostep_alloc_cache;
+
+int twostep_ctx_init(void)
+{
+	twostep_alloc_cache = KMEM_CACHE(twostep_alloc, 0);
+	return twostep_alloc_cache ? 0 : -ENOMEM;
+}
+
+/* After rcu_barrier(): no record is left in an RCU callback. */
+void twostep_ctx_exit(void)
+{
+	kmem_cache_destroy(twostep_alloc_cache);
+}
+
 /*
  * May this call sleep? Only when the kernel can tell (preemption counted):
  * preemption and IRQs on, and no RCU read lock held. Else we never sleep.
@@ -225,6 +240,13 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	return ctx;
 }
 
+/* The link map of @a, unless it is the one inside the record. */
+static void twostep_alloc_links_free(struct twostep_alloc *a)
+{
+	if (a->links != (struct twostep_links *)a->map_space)
+		twostep_links_free(a->links);
+}
+
 /**
  * twostep_alloc_new - allocate an IOVA range for a device
  * @dev: device
@@ -242,8 +264,7 @@ struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
 	struct twostep_chunk *chunk = NULL;
 	struct twostep_alloc *a = NULL;
 	struct twostep_ctx *ctx;
-	struct iova *iova;
-	unsigned long nr;
+	unsigned long nr, pfn;
 	int err, slot;
 	u64 pad;
 
@@ -254,24 +275,34 @@ struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
 	nr = (size + pad + (1UL << ctx->shift) - 1) >> ctx->shift;
 	if (twostep_should_fail(TWOSTEP_FAIL_IOVA))
 		goto out_put_user;
-	a = kzalloc(sizeof(*a), gfp | __GFP_NOWARN);
+	/* not zeroed: every field is set below, the link map up to @nr */
+	a = kmem_cache_alloc(twostep_alloc_cache, gfp | __GFP_NOWARN);
 	if (!a)
 		goto out_put_user;
-	a->links = twostep_links_alloc(nr, gfp);
-	if (!a->links)
-		goto out_free_alloc;
+	if (nr <= LINKS_INLINE_MAX) {
+		a->links = (struct twostep_links *)a->map_space;
+		twostep_links_init(a->links, nr);
+	} else {
+		a->links = twostep_links_alloc(nr, gfp);
+		if (!a->links)
+			goto out_free_alloc;
+	}
+	atomic_set(&a->inflight, 0);
+	a->dead = false;
+	a->big_one = 0;
+	a->dbg = NULL;
 	xa_init_flags(&a->big, XA_FLAGS_LOCK_IRQ);
 	slot = twostep_slot_get(ctx, gfp);
 	if (slot < 0)
 		goto out_free_links;
-	iova = twostep_iova_get(ctx, nr, may_sleep, &chunk);
-	if (!iova)
+	pfn = twostep_iova_get(ctx, nr, may_sleep, &chunk);
+	if (!pfn)
 		goto out_put_slot;
 	a->ctx = ctx;
 	a->chunk = chunk;
-	a->iova = iova;
+	a->pfn = pfn;
 	a->nr = nr;
-	a->base = (dma_addr_t)iova->pfn_lo << ctx->shift;
+	a->base = (dma_addr_t)pfn << ctx->shift;
 	a->addr = a->base + pad;
 	a->slot = slot;
 	a->size = size | (u64)slot << TWOSTEP_SLOT_SHIFT;
@@ -284,9 +315,9 @@ struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
 out_put_slot:
 	twostep_slot_put(ctx, slot);
 out_free_links:
-	twostep_links_free(a->links);
+	twostep_alloc_links_free(a);
 out_free_alloc:
-	kfree(a);
+	kmem_cache_free(twostep_alloc_cache, a);
 out_put_user:
 	twostep_ctx_put_user(ctx);
 	return NULL;
@@ -300,8 +331,8 @@ static void twostep_alloc_free_rcu(struct rcu_head *head)
 	if (!xa_empty(&a->big))
 		xa_destroy(&a->big);
 	twostep_dbg_free(a);
-	twostep_links_free(a->links);
-	kfree(a);
+	twostep_alloc_links_free(a);
+	kmem_cache_free(twostep_alloc_cache, a);
 }
 
 /*
@@ -337,7 +368,7 @@ static unsigned long twostep_alloc_release(struct twostep_ctx *ctx,
 	/* No stale IOTLB entry may outlive the IOVA's return to the chunk. */
 	if (total)
 		iommu_iotlb_sync(ctx->domain, &gather);
-	twostep_iova_put(ctx, a->chunk, a->iova, a->nr);
+	twostep_iova_put(ctx, a->chunk, a->pfn, a->nr);
 	twostep_slot_put(ctx, a->slot);
 	atomic_dec(&twostep_live_allocs);
 	atomic_long_dec(&ctx->live_allocs);

@@ -128,7 +128,7 @@ struct twostep_ctx {
  * @rcu: frees it after lookups that may still see it are done
  * @ctx: its context
  * @chunk: the chunk it lies in
- * @iova: the range in the chunk's allocator
+ * @pfn: its first granule in the chunk's allocator
  * @base: granule-aligned first address of the range
  * @addr: address handed to the caller (@base plus the phys offset)
  * @size: &twostep_iova_state.__size handed out (size and slot)
@@ -137,16 +137,19 @@ struct twostep_ctx {
  * @links: which granules are linked
  * @inflight: link and unlink calls under way on the range
  * @dead: set before the range is torn down: later links and unlinks fail
+ * @big_one: the first such link, inline (TWOSTEP_BIG_ONE()), or 0; the
+ *           others go to @big
  * @big: the head granule of every link that may be mapped with pages
  *       larger than a granule, with its IOMMU_* protection as a value, so
  *       that an unlink that cuts such a link can map its outside part again
  * @dbg: the checker's record (debug.c), or NULL: not tracked
+ * @map_space: the link map of a range of up to LINKS_INLINE_MAX granules
  */
 struct twostep_alloc {
 	struct rcu_head rcu;
 	struct twostep_ctx *ctx;
 	struct twostep_chunk *chunk;
-	struct iova *iova;
+	unsigned long pfn;
 	dma_addr_t base;
 	dma_addr_t addr;
 	u64 size;
@@ -155,9 +158,16 @@ struct twostep_alloc {
 	struct twostep_links *links;
 	atomic_t inflight;
 	bool dead;
+	unsigned long big_one;
 	struct xarray big;
 	struct twostep_dbg_range *dbg;
+	unsigned long map_space[LINKS_INLINE_SIZE / sizeof(unsigned long)];
 };
+
+/* @big_one of a link at granule @g with protection @prot (8 bits) */
+#define TWOSTEP_BIG_ONE(g, prot)	(((g) + 1) << 8 | (prot))
+#define TWOSTEP_BIG_ONE_HEAD(v)		(((v) >> 8) - 1)
+#define TWOSTEP_BIG_ONE_PROT(v)		((int)((v) & 0xff))
 
 extern struct list_head twostep_ctxs;
 extern spinlock_t twostep_ctxs_lock;
@@ -238,6 +248,8 @@ static inline void twostep_alloc_exit(struct twostep_alloc *a)
 	atomic_dec(&a->inflight);
 }
 
+int twostep_ctx_init(void);
+void twostep_ctx_exit(void);
 bool twostep_alloc_finish(struct twostep_ctx *ctx, struct twostep_alloc *a,
 			  unsigned long keep_first, bool *extra);
 
