@@ -329,11 +329,20 @@ ts_bench_compare() {
 	}' "$old" "$new"
 }
 
+# The methods of the absolute plots: six at most, those a reader compares.
+ts_bench_plot_methods() {
+	if [ "$TS_BENCH_KERNEL" = 7.3 ]; then
+		echo "twostep native twostep_contig native_contig classic_sg floor_map_pages"
+	else
+		echo "twostep twostep_contig classic classic_sg floor_map_pages floor_contig"
+	fi
+}
+
 # One PNG per mode: ns/page against N, log-log, map and unmap side by side.
 ts_bench_plot() {
 	local csv=$1 out=$2 mode=$3 m plots_map="" plots_unmap="" accel
 	accel=$(ts_bench_accels "$csv" | paste -sd ' ' | tr 'a-z' 'A-Z')
-	for m in $TS_BENCH_METHODS; do
+	for m in $(ts_bench_plot_methods); do
 		plots_map+="'$csv' using (strcol(1) eq '$mode' && strcol(2) eq '$m' ? \$3 : NaN):5 with linespoints title '$m', "
 		plots_unmap+="'$csv' using (strcol(1) eq '$mode' && strcol(2) eq '$m' ? \$3 : NaN):8 with linespoints title '$m', "
 	done
@@ -353,6 +362,59 @@ set title 'unmap side'
 plot ${plots_unmap%, }
 unset multiplot
 EOF
+}
+
+# One PNG per mode: each method's median over the reference's (native on
+# 7.3, else the classic DMA API) against N, log N, map and unmap side by
+# side, with the band 1.0-1.2 shaded.
+ts_bench_plot_ratio() {
+	local csv=$1 out=$2 mode=$3 ref=classic pairs data m rc
+	local plots_map="" plots_unmap=""
+	if [ "$TS_BENCH_KERNEL" = 7.3 ]; then
+		ref=native
+		pairs="twostep:native twostep_unlink:native_unlink twostep_contig:native_contig classic:native classic_sg:native"
+	else
+		pairs="twostep:classic twostep_unlink:classic twostep_contig:classic classic_sg:classic floor_map_pages:classic"
+	fi
+	data=$(mktemp) || return 1
+	awk -F, -v mode="$mode" -v pairs="$pairs" '
+	NR > 1 && $1 == mode { map[$2, $3] = $5; unmap[$2, $3] = $8; ns[$3] = 1 }
+	END {
+		np = split(pairs, pp, " ")
+		for (i = 1; i <= np; i++) {
+			split(pp[i], p, ":")
+			for (n in ns)
+				if (map[p[2], n] > 0 && unmap[p[2], n] > 0 && (p[1], n) in map)
+					printf "%s,%s,%.4f,%.4f\n", p[1], n,
+						map[p[1], n] / map[p[2], n],
+						unmap[p[1], n] / unmap[p[2], n]
+		}
+	}' "$csv" | sort -t, -k1,1 -k2,2n >"$data"
+	for m in $pairs; do
+		m=${m%%:*}
+		plots_map+="'$data' using (strcol(1) eq '$m' ? \$2 : NaN):3 with linespoints title '$m', "
+		plots_unmap+="'$data' using (strcol(1) eq '$m' ? \$2 : NaN):4 with linespoints title '$m', "
+	done
+	gnuplot <<EOF
+set terminal pngcairo size 1400,560 noenhanced
+set output '$out'
+set datafile separator ','
+set logscale x
+set grid
+set xlabel 'N (4 KiB pages)'
+set ylabel 'median / $ref median'
+set key outside right
+set object 1 rect from graph 0, first 1.0 to graph 1, first 1.2 behind fc rgb '#d0f0d0' fs solid 0.5 noborder
+set multiplot layout 1,2 title 'twostep / $ref, Intel vIOMMU, $mode (band: 1.0-1.2)'
+set title 'map side'
+plot ${plots_map%, }
+set title 'unmap side'
+plot ${plots_unmap%, }
+unset multiplot
+EOF
+	rc=$?
+	rm -f "$data"
+	return $rc
 }
 
 # The benchmark pipeline of `make bench` and of the suite's bench-smoke
@@ -426,6 +488,11 @@ ts_bench_run() {
 			ts_log "benchmark: plotting $dir/bench-$mode.png failed"
 			status=1
 		fi
+		if ! ts_bench_plot_ratio "$csv" "$dir/bench-$mode-ratio.png" \
+			"$mode"; then
+			ts_log "benchmark: plotting $dir/bench-$mode-ratio.png failed"
+			status=1
+		fi
 	done
 	# the headline table and the targets, met or not
 	sed -n '1,/^## Against the targets/p' "$dir/bench.md" 2>/dev/null |
@@ -433,7 +500,9 @@ ts_bench_run() {
 	sed -n '/^## Against the targets/,/^Earlier targets/p' \
 		"$dir/bench.md" 2>/dev/null | grep '^- ' || true
 	printf 'results: %s, %s, %s' "$csv" "$work" "$dir/bench.md"
-	for mode in "$@"; do printf ', %s' "$dir/bench-$mode.png"; done
+	for mode in "$@"; do
+		printf ', %s, %s' "$dir/bench-$mode.png" "$dir/bench-$mode-ratio.png"
+	done
 	echo
 	return $status
 }
@@ -579,6 +648,42 @@ ts_bench_output_checks() {
 		[ "$tail" = 49454e44ae426082 ] && tail=IEND || tail="no IEND"
 		ts_bench_check "$([ "$size" -gt 20000 ] && [ "$sig" = 89504e470d0a1a0a0000000d49484452 ] && [ "$dims" = 1400x560 ] && [ "$tail" = IEND ] && echo 1)" \
 			"bench_png_$mode ($png: $size bytes, ${dims:-no} PNG image, $tail)"
+		png=$dir/bench-$mode-ratio.png
+		res=$(ts_bench_png_facts "$png")
+		ts_bench_check "$([ "$res" = "1400x560 IEND" ] && [ "$(stat -c %s "$png" 2>/dev/null || echo 0)" -gt 10000 ] && echo 1)" \
+			"bench_png_ratio_$mode ($png: ${res:-none})"
+
+		# the workloads: both throughputs of every method at both
+		# sizes, and block requests of one segment, each positive
+		res=$(awk -F, -v mode="$mode" -v native="$([ "$TS_BENCH_KERNEL" = 7.3 ] && echo 1)" '
+		NR > 1 && $1 == mode && $5 > 0 { have[$2, $3, $4] = 1 }
+		END {
+			nm = split(native ? "twostep native" : "twostep", mm, " ")
+			for (i = 1; i <= nm; i++) {
+				want += 5
+				got += have["smp_one", mm[i], 16384] + have["smp_two", mm[i], 16384]
+				got += have["smp_one", mm[i], 2097152] + have["smp_two", mm[i], 2097152]
+				got += have["block", mm[i], 1]
+			}
+			printf "%d/%d\n", got, want
+		}' "$dir/workloads.csv" 2>/dev/null || echo "0/1")
+		ts_bench_check "$([ "${res%/*}" = "${res#*/}" ] && echo 1)" \
+			"bench_workloads_csv_$mode ($res figures: throughput of one and two threads at 16 KiB and 2 MiB, one-segment requests)"
+		ts_bench_check "$(grep -Eq "^- $mode: [0-9]+ of [1-9][0-9]* targets met$" "$md" && echo 1)" \
+			"bench_md_targets_$mode ($(grep -E "^- $mode: [0-9]+ of" "$md" 2>/dev/null || echo 'no tally'))"
 	done
 	echo "$pass $fail"
+}
+
+# "WIDTHxHEIGHT IEND" of a whole PNG file, or what is wrong with it.
+ts_bench_png_facts() {
+	local sig dims tail
+	sig=$(od -An -tx1 -N16 "$1" 2>/dev/null | tr -d ' \n')
+	[ "$sig" = 89504e470d0a1a0a0000000d49484452 ] || { echo "not a PNG"; return; }
+	dims=$(od -An -tu1 -j16 -N8 "$1" |
+		awk '{ printf "%dx%d", (($1 * 256 + $2) * 256 + $3) * 256 + $4,
+			(($5 * 256 + $6) * 256 + $7) * 256 + $8 }')
+	tail=$(tail -c 8 "$1" | od -An -tx1 | tr -d ' \n')
+	[ "$tail" = 49454e44ae426082 ] && tail=IEND || tail="no IEND"
+	echo "$dims $tail"
 }
