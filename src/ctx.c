@@ -218,7 +218,6 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	mutex_init(&ctx->grow_lock);
 	INIT_WORK(&ctx->grow_work, twostep_grow_work);
 	INIT_DELAYED_WORK(&ctx->shrink_work, twostep_shrink_work);
-	spin_lock_init(&ctx->slot_lock);
 	twostep_slot_hint_load(ctx);
 	atomic_set(&ctx->users, 1);
 
@@ -307,8 +306,7 @@ struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
 	a->slot = slot;
 	a->size = size | (u64)slot << TWOSTEP_SLOT_SHIFT;
 	rcu_assign_pointer(*twostep_slot_ptr(ctx, slot), a);
-	atomic_long_inc(&ctx->live_allocs);
-	atomic_inc(&twostep_live_allocs);
+	this_cpu_inc(twostep_live_allocs);
 	twostep_ctx_put_user(ctx);
 	return a;
 
@@ -370,8 +368,7 @@ static unsigned long twostep_alloc_release(struct twostep_ctx *ctx,
 		iommu_iotlb_sync(ctx->domain, &gather);
 	twostep_iova_put(ctx, a->chunk, a->pfn, a->nr);
 	twostep_slot_put(ctx, a->slot);
-	atomic_dec(&twostep_live_allocs);
-	atomic_long_dec(&ctx->live_allocs);
+	this_cpu_dec(twostep_live_allocs);
 	twostep_linked_add(ctx, -(long)total);
 	return total;
 }
@@ -594,7 +591,7 @@ int twostep_get_stats(struct device *dev, struct twostep_stats *stats)
 		stats->reserved = READ_ONCE(ctx->reserved);
 		stats->chunks = READ_ONCE(ctx->nchunks);
 		stats->granule = 1UL << ctx->shift;
-		stats->live_allocs = atomic_long_read(&ctx->live_allocs);
+		stats->live_allocs = twostep_slots_used(ctx);
 		for_each_possible_cpu(cpu)
 			linked += *per_cpu_ptr(ctx->linked, cpu);
 		stats->linked_granules = linked;

@@ -81,12 +81,10 @@ struct twostep_chunk {
  * @dying: the context is being torn down: no more give-back work
  * @domain_gone: @domain was replaced (group type changed): never touch it
  * @users: sleeping try_alloc() calls under way (detach waits for them)
- * @slot_lock: protects @slot_used and @slot_next
  * @slot_next: where the search for a free slot starts (round robin)
- * @slot_used: one bit per slot
+ * @slot_used: one bit per slot, set while the slot is taken
  * @slot_page: live allocations by slot number, in pages of pointers
  *             allocated on demand; read under RCU
- * @live_allocs: live allocations
  * @linked: granules mapped through this context, per CPU
  * @misuse: refused calls
  * @deferred: try_alloc() calls that left growth to the worker
@@ -113,11 +111,9 @@ struct twostep_ctx {
 	bool dying;
 	bool domain_gone;
 	atomic_t users;
-	spinlock_t slot_lock;		/* @slot_used, @slot_next */
 	unsigned int slot_next;
 	unsigned long *slot_used;
 	struct twostep_alloc __rcu **slot_page[TWOSTEP_SLOT_PAGES];
-	atomic_long_t live_allocs;
 	long __percpu *linked;
 	atomic_long_t misuse;
 	atomic_long_t deferred;
