@@ -3,8 +3,10 @@
  * twostep: the chunks of a context. The reservation grows by one chunk at
  * a time, reserved from the DMA API (reserve.c), on demand or by a worker
  * for calls that cannot sleep; a private iova_domain inside each chunk
- * hands out the ranges; chunks that stay wholly free go back to the DMA
- * API from the give-back worker. Calls reserve.c and counters.c.
+ * hands out the ranges, and per-CPU caches keep freed ranges of 256 KiB
+ * to 2 MiB for the next allocation of their size there; chunks that stay
+ * wholly free go back to the DMA API from the give-back worker, which
+ * drains those caches first. Calls reserve.c and counters.c.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -43,6 +45,11 @@ static unsigned long twostep_limit_pfn(struct twostep_ctx *ctx)
 {
 	return dma_get_mask(ctx->dev) >> ctx->shift;
 }
+
+static void twostep_chunk_give(struct twostep_ctx *ctx,
+			       struct twostep_chunk *c, unsigned long pfn,
+			       unsigned long nr);
+static void twostep_pcpu_drain(struct twostep_ctx *ctx);
 
 /* Is there a chunk under the device's mask with @nr granules free? */
 bool twostep_has_room(struct twostep_ctx *ctx, unsigned long nr)
@@ -202,6 +209,8 @@ void twostep_shrink_work(struct work_struct *work)
 	LIST_HEAD(gone);
 	u64 kept = 0;
 
+	/* what the per-CPU caches hold goes back to the chunks first */
+	twostep_pcpu_drain(ctx);
 	noio = memalloc_noio_save();
 	mutex_lock(&ctx->grow_lock);
 	list_for_each_entry_safe(c, next, &ctx->chunks, node) {
@@ -284,6 +293,114 @@ static unsigned long twostep_chunk_alloc(struct twostep_ctx *ctx,
 	return pfn;
 }
 
+/* The order of a per-CPU cache of ranges of @nr granules, or -1: none. */
+static int twostep_pcpu_order(unsigned long nr)
+{
+	int o;
+
+	if (!is_power_of_2(nr))
+		return -1;
+	o = ilog2(nr) - TWOSTEP_PCPU_MIN_ORDER;
+	return o >= 0 && o < TWOSTEP_PCPU_ORDERS ? o : -1;
+}
+
+/* How many ranges of order @o one CPU's cache holds at most. */
+static unsigned int twostep_pcpu_depth(struct twostep_ctx *ctx, int o)
+{
+	unsigned int shift = o + TWOSTEP_PCPU_MIN_ORDER + ctx->shift;
+
+	return clamp_t(unsigned long, TWOSTEP_PCPU_BYTES >> shift, 1,
+		       TWOSTEP_PCPU_DEPTH);
+}
+
+/*
+ * A range of @nr granules this CPU freed lately, its first granule, or 0.
+ * One under the device's mask now; one that is not goes back.
+ */
+static unsigned long twostep_pcpu_pop(struct twostep_ctx *ctx,
+				      unsigned long nr,
+				      struct twostep_chunk **chunkp)
+{
+	int o = twostep_pcpu_order(nr);
+	struct twostep_chunk *c = NULL;
+	struct twostep_pcpu *p;
+	unsigned long flags, pfn = 0;
+
+	if (o < 0)
+		return 0;
+	local_irq_save(flags);
+	p = this_cpu_ptr(ctx->pcpu);
+	spin_lock(&p->lock);
+	if (p->n[o]) {
+		p->n[o]--;
+		c = p->chunk[o][p->n[o]];
+		pfn = p->pfn[o][p->n[o]];
+	}
+	spin_unlock(&p->lock);
+	local_irq_restore(flags);
+	if (c && c->last_pfn > twostep_limit_pfn(ctx)) {
+		twostep_chunk_give(ctx, c, pfn, nr);
+		return 0;
+	}
+	*chunkp = c;
+	return pfn;
+}
+
+/*
+ * Keep a range of @nr granules freed on this CPU for the next allocation
+ * of its size there; false when it is not of a cached size or the cache
+ * is full. The give-back worker drains the caches: it is queued here.
+ */
+static bool twostep_pcpu_push(struct twostep_ctx *ctx, struct twostep_chunk *c,
+			      unsigned long pfn, unsigned long nr)
+{
+	int o = twostep_pcpu_order(nr);
+	struct twostep_pcpu *p;
+	unsigned long flags;
+	bool kept = false;
+
+	if (o < 0 || READ_ONCE(ctx->dying))
+		return false;
+	local_irq_save(flags);
+	p = this_cpu_ptr(ctx->pcpu);
+	spin_lock(&p->lock);
+	if (p->n[o] < twostep_pcpu_depth(ctx, o)) {
+		p->chunk[o][p->n[o]] = c;
+		p->pfn[o][p->n[o]] = pfn;
+		p->n[o]++;
+		kept = true;
+	}
+	spin_unlock(&p->lock);
+	local_irq_restore(flags);
+	if (kept && !delayed_work_pending(&ctx->shrink_work))
+		queue_delayed_work(system_unbound_wq, &ctx->shrink_work,
+				   TWOSTEP_GIVE_BACK_DELAY);
+	return kept;
+}
+
+/* Give every range the per-CPU caches hold back to its chunk. */
+static void twostep_pcpu_drain(struct twostep_ctx *ctx)
+{
+	struct twostep_pcpu *p;
+	unsigned long flags;
+	int cpu, o;
+
+	for_each_possible_cpu(cpu) {
+		p = per_cpu_ptr(ctx->pcpu, cpu);
+		spin_lock_irqsave(&p->lock, flags);
+		for (o = 0; o < TWOSTEP_PCPU_ORDERS; o++) {
+			while (p->n[o]) {
+				p->n[o]--;
+				twostep_chunk_give(ctx, p->chunk[o][p->n[o]],
+						   p->pfn[o][p->n[o]],
+						   1UL << (o +
+							   TWOSTEP_PCPU_MIN_ORDER));
+			}
+		}
+		spin_unlock_irqrestore(&p->lock, flags);
+	}
+}
+
 /*
  * IOVA for @nr granules, its first granule: grow the reservation, or ask
  * the worker to. 0 when there is none now.
@@ -295,6 +412,9 @@ unsigned long twostep_iova_get(struct twostep_ctx *ctx, unsigned long nr,
 	unsigned int seen;
 	u64 want;
 
+	pfn = twostep_pcpu_pop(ctx, nr, chunkp);
+	if (pfn)
+		return pfn;
 	for (;;) {
 		seen = READ_ONCE(ctx->nchunks);
 		pfn = twostep_chunk_alloc(ctx, nr, chunkp);
@@ -322,8 +442,9 @@ unsigned long twostep_iova_get(struct twostep_ctx *ctx, unsigned long nr,
  * Give the @nr granules from @pfn back to chunk @c; a chunk wholly free
  * from now is left to the give-back worker.
  */
-void twostep_iova_put(struct twostep_ctx *ctx, struct twostep_chunk *c,
-		      unsigned long pfn, unsigned long nr)
+static void twostep_chunk_give(struct twostep_ctx *ctx,
+			       struct twostep_chunk *c, unsigned long pfn,
+			       unsigned long nr)
 {
 	free_iova_fast(&c->iovad, pfn, nr);
 	if (atomic_long_add_return(nr, &c->free) == c->nr) {
@@ -334,4 +455,15 @@ void twostep_iova_put(struct twostep_ctx *ctx, struct twostep_chunk *c,
 			queue_delayed_work(system_unbound_wq, &ctx->shrink_work,
 					   TWOSTEP_GIVE_BACK_DELAY);
 	}
+}
+
+/*
+ * Give the @nr granules from @pfn back: to this CPU's cache when they are
+ * of a size it keeps, else to chunk @c.
+ */
+void twostep_iova_put(struct twostep_ctx *ctx, struct twostep_chunk *c,
+		      unsigned long pfn, unsigned long nr)
+{
+	if (!twostep_pcpu_push(ctx, c, pfn, nr))
+		twostep_chunk_give(ctx, c, pfn, nr);
 }

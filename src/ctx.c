@@ -87,6 +87,7 @@ static void twostep_ctx_free(struct twostep_ctx *ctx)
 	for (i = 0; i < TWOSTEP_SLOT_PAGES; i++)
 		free_page((unsigned long)ctx->slot_page[i]);
 	free_percpu(ctx->linked);
+	free_percpu(ctx->pcpu);
 	bitmap_free(ctx->slot_used);
 	kfree(ctx);
 }
@@ -167,6 +168,7 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	struct twostep_ctx *ctx, *old;
 	unsigned long flags, larger;
 	bool stale;
+	int cpu;
 
 	rcu_read_lock();
 	ctx = twostep_ctx_find(dev);
@@ -198,12 +200,16 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 		ctx->slot_used = bitmap_zalloc(TWOSTEP_SLOTS,
 					       gfp | __GFP_NOWARN);
 		ctx->linked = alloc_percpu_gfp(long, gfp | __GFP_NOWARN);
+		ctx->pcpu = alloc_percpu_gfp(struct twostep_pcpu,
+					     gfp | __GFP_NOWARN);
 	}
-	if (!ctx || !ctx->slot_used || !ctx->linked) {
+	if (!ctx || !ctx->slot_used || !ctx->linked || !ctx->pcpu) {
 		twostep_ctx_free(ctx);
 		*err = -ENOMEM;
 		return NULL;
 	}
+	for_each_possible_cpu(cpu)
+		spin_lock_init(&per_cpu_ptr(ctx->pcpu, cpu)->lock);
 	ctx->dev = get_device(dev);
 	ctx->domain = domain;
 	ctx->shift = __ffs(domain->pgsize_bitmap);

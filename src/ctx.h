@@ -18,6 +18,7 @@
 #include <linux/workqueue.h>
 #include <linux/percpu.h>
 #include <linux/xarray.h>
+#include <linux/sizes.h>
 #include <linux/spinlock.h>
 
 #include "links.h"
@@ -58,6 +59,35 @@ struct twostep_chunk {
 #define TWOSTEP_SLOTS_PER_PAGE	(PAGE_SIZE / sizeof(void *))
 #define TWOSTEP_SLOT_PAGES	(TWOSTEP_SLOTS / TWOSTEP_SLOTS_PER_PAGE)
 
+/*
+ * Per-CPU caches of freed ranges of 64 to 512 granules (256 KiB to 2 MiB
+ * of 4 KiB granules), by power of two: what the kernel's own per-CPU IOVA
+ * caches (which twostep's chunks also use) leave out, and what GPU faults
+ * and large requests allocate and free over and over. At most
+ * TWOSTEP_PCPU_BYTES of IOVA per CPU and size; drained by the give-back
+ * worker.
+ */
+#define TWOSTEP_PCPU_MIN_ORDER	6
+#define TWOSTEP_PCPU_ORDERS	4
+#define TWOSTEP_PCPU_DEPTH	8
+#define TWOSTEP_PCPU_BYTES	SZ_4M
+
+struct twostep_chunk;
+
+/**
+ * struct twostep_pcpu - one CPU's cache of freed ranges of one context
+ * @lock: taken on its own CPU, or by the worker that drains it
+ * @n: ranges held, per order
+ * @chunk: the chunk of each range held
+ * @pfn: the first granule of each range held
+ */
+struct twostep_pcpu {
+	spinlock_t lock;
+	unsigned int n[TWOSTEP_PCPU_ORDERS];
+	struct twostep_chunk *chunk[TWOSTEP_PCPU_ORDERS][TWOSTEP_PCPU_DEPTH];
+	unsigned long pfn[TWOSTEP_PCPU_ORDERS][TWOSTEP_PCPU_DEPTH];
+};
+
 /**
  * struct twostep_ctx - what twostep holds for one device
  * @node: entry in the global context list (RCU)
@@ -86,6 +116,7 @@ struct twostep_chunk {
  * @slot_page: live allocations by slot number, in pages of pointers
  *             allocated on demand; read under RCU
  * @linked: granules mapped through this context, per CPU
+ * @pcpu: the per-CPU caches of freed ranges
  * @misuse: refused calls
  * @deferred: try_alloc() calls that left growth to the worker
  */
@@ -115,6 +146,7 @@ struct twostep_ctx {
 	unsigned long *slot_used;
 	struct twostep_alloc __rcu **slot_page[TWOSTEP_SLOT_PAGES];
 	long __percpu *linked;
+	struct twostep_pcpu __percpu *pcpu;
 	atomic_long_t misuse;
 	atomic_long_t deferred;
 };
