@@ -33,52 +33,6 @@ DEFINE_SPINLOCK(twostep_ctxs_lock);
 /* Range records, each with room for the link map of a range up to 2 MiB. */
 static struct kmem_cache *twostep_alloc_cache;
 
-/*
- * Records whose grace period is over, kept per CPU for the next
- * try_alloc() there: taking one costs less than the slab (which zeroes
- * what it hands out on Debian's kernels), and nothing of it is read
- * before it is set. At most TWOSTEP_STASH per CPU; emptied at unload.
- */
-#define TWOSTEP_STASH	16
-
-struct twostep_stash {
-	unsigned int n;
-	struct twostep_alloc *a[TWOSTEP_STASH];
-};
-
-static DEFINE_PER_CPU(struct twostep_stash, twostep_stash);
-
-static struct twostep_alloc *twostep_record_get(gfp_t gfp)
-{
-	struct twostep_alloc *a = NULL;
-	struct twostep_stash *s;
-	unsigned long flags;
-
-	local_irq_save(flags);
-	s = this_cpu_ptr(&twostep_stash);
-	if (s->n)
-		a = s->a[--s->n];
-	local_irq_restore(flags);
-	return a ?: kmem_cache_alloc(twostep_alloc_cache, gfp | __GFP_NOWARN);
-}
-
-/* @a: no lookup can see it any more. */
-static void twostep_record_put(struct twostep_alloc *a)
-{
-	struct twostep_stash *s;
-	unsigned long flags;
-
-	local_irq_save(flags);
-	s = this_cpu_ptr(&twostep_stash);
-	if (s->n < TWOSTEP_STASH) {
-		s->a[s->n++] = a;
-		a = NULL;
-	}
-	local_irq_restore(flags);
-	if (a)
-		kmem_cache_free(twostep_alloc_cache, a);
-}
-
 int twostep_ctx_init(void)
 {
 	twostep_alloc_cache = KMEM_CACHE(twostep_alloc, 0);
@@ -88,14 +42,6 @@ int twostep_ctx_init(void)
 /* After rcu_barrier(): no record is left in an RCU callback. */
 void twostep_ctx_exit(void)
 {
-	struct twostep_stash *s;
-	int cpu;
-
-	for_each_possible_cpu(cpu) {
-		s = per_cpu_ptr(&twostep_stash, cpu);
-		while (s->n)
-			kmem_cache_free(twostep_alloc_cache, s->a[--s->n]);
-	}
 	kmem_cache_destroy(twostep_alloc_cache);
 }
 
@@ -335,7 +281,7 @@ struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
 	if (twostep_should_fail(TWOSTEP_FAIL_IOVA))
 		goto out_put_user;
 	/* not zeroed: every field is set below, the link map up to @nr */
-	a = twostep_record_get(gfp);
+	a = kmem_cache_alloc(twostep_alloc_cache, gfp | __GFP_NOWARN);
 	if (!a)
 		goto out_put_user;
 	if (nr <= LINKS_INLINE_MAX) {
@@ -375,7 +321,7 @@ out_put_slot:
 out_free_links:
 	twostep_alloc_links_free(a);
 out_free_alloc:
-	twostep_record_put(a);
+	kmem_cache_free(twostep_alloc_cache, a);
 out_put_user:
 	twostep_ctx_put_user(ctx);
 	return NULL;
@@ -390,7 +336,7 @@ static void twostep_alloc_free_rcu(struct rcu_head *head)
 		xa_destroy(&a->big);
 	twostep_dbg_free(a);
 	twostep_alloc_links_free(a);
-	twostep_record_put(a);
+	kmem_cache_free(twostep_alloc_cache, a);
 }
 
 /*
