@@ -33,9 +33,25 @@ DEFINE_SPINLOCK(twostep_ctxs_lock);
 /* Range records, each with room for the link map of a range up to 2 MiB. */
 static struct kmem_cache *twostep_alloc_cache;
 
+/*
+ * A constructor, so that the slab does not zero each record it hands out
+ * (init_on_alloc, on by default in Debian's kernels, skips caches that
+ * have one): twostep_alloc_new() sets every field it reads.
+ */
+static void twostep_alloc_ctor(void *obj)
+{
+	struct twostep_alloc *a = obj;
+
+	atomic_set(&a->inflight, 0);
+	a->dbg = NULL;
+}
+
 int twostep_ctx_init(void)
 {
-	twostep_alloc_cache = KMEM_CACHE(twostep_alloc, 0);
+	twostep_alloc_cache = kmem_cache_create("twostep_alloc",
+						sizeof(struct twostep_alloc),
+						__alignof__(struct twostep_alloc),
+						0, twostep_alloc_ctor);
 	return twostep_alloc_cache ? 0 : -ENOMEM;
 }
 
