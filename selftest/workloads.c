@@ -402,7 +402,7 @@ void ts_bench_workloads(struct ts *t, struct page **pages,
 	w->t = t;
 	w->dev = t->dev;
 	w->pages = pages;
-	w->npages = min(npages, (unsigned int)WL_SVM_PAGES);
+	w->npages = min_t(unsigned int, npages, WL_SVM_PAGES);
 	w->reps = clamp(reps, 1U, (unsigned int)WL_REPS_MAX);
 	w->block = page_to_phys(block);
 	w->addrs = kcalloc(w->npages, sizeof(*w->addrs), GFP_KERNEL);

@@ -82,7 +82,7 @@ struct twostep_chunk;
  * @pfn: the first granule of each range held
  */
 struct twostep_pcpu {
-	spinlock_t lock;
+	spinlock_t lock;	/* @n, @chunk, @pfn */
 	unsigned int n[TWOSTEP_PCPU_ORDERS];
 	struct twostep_chunk *chunk[TWOSTEP_PCPU_ORDERS][TWOSTEP_PCPU_DEPTH];
 	unsigned long pfn[TWOSTEP_PCPU_ORDERS][TWOSTEP_PCPU_DEPTH];
