@@ -104,6 +104,46 @@ ts_bench_rows() {
 	}' "$TS_RESULTS/$cfg.trace" <(ts_console "$TS_RESULTS/$cfg.log")
 }
 
+# The workloads' figures (the self-test's "# workload", "# smp" and
+# "# profile contig" lines) of one bench configuration, as CSV rows of
+# TS_BENCH_WORK_HEADER on stdout: svm_fault in us per fault, block in ns per
+# request (n: segments), smp_one and smp_two in ranges per second (n: the
+# range's bytes), try_alloc, contig_link and contig_destroy in ns per call
+# (n: pages of the contiguous range).
+TS_BENCH_WORK_HEADER="mode,workload,method,n,value,unit,accel"
+ts_bench_work_rows() {
+	local cfg=$1 mode=${1#bench-} accel
+	mode=${mode%@*}
+	accel=$(ts_boot_accel "$cfg")
+	ts_console "$TS_RESULTS/$cfg.log" | awk -v mode="$mode" \
+		-v accel="${accel%% *}" -v prefix="$TS_KTAP_PREFIX" '
+	function kv(s,   n, i, p) {
+		delete f
+		n = split(s, w, " ")
+		for (i = 1; i <= n; i++) if (split(w[i], p, "=") == 2) f[p[1]] = p[2]
+	}
+	function row(wl, m, n, v, unit) {
+		printf "%s,%s,%s,%s,%s,%s,%s\n", mode, wl, m, n, v, unit, accel
+	}
+	!index($0, prefix "# ") { next }
+	{ line = substr($0, index($0, prefix "# ") + length(prefix) + 2) }
+	line ~ /^workload svm_fault / { kv(line); row("svm_fault", f["method"], f["n"], f["us"], "us") }
+	line ~ /^workload block / { kv(line); row("block", f["method"], f["n"], f["ns"], "ns") }
+	line ~ /^smp method=/ {
+		kv(line)
+		row("smp_one", f["method"], f["size"], f["one"], "ranges/s")
+		row("smp_two", f["method"], f["size"], f["two"], "ranges/s")
+	}
+	line ~ /^profile contig n=/ {
+		# profile contig n=512: twostep try_alloc 1 link 2 destroy 3 ns
+		n = line; sub(/^profile contig n=/, "", n); sub(/:.*/, "", n)
+		split(line, w, " ")
+		row("try_alloc", w[4], n, w[6], "ns")
+		row("contig_link", w[4], n, w[8], "ns")
+		row("contig_destroy", w[4], n, w[10], "ns")
+	}'
+}
+
 # Markdown table of a CSV file.
 ts_bench_markdown() {
 	awk -F, '
@@ -117,6 +157,141 @@ ts_bench_markdown() {
 	{
 		printf "| %s | %d | %s (%s-%s) | %s (%s-%s) | %.3f | %.4f | %.2f / %.2f |\n",
 			$2, $3, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14
+	}' "$1"
+}
+
+# The targets of issue 20 in MODE, from bench.csv and workloads.csv, one
+# line each ending in "met" or "NOT met"; a figure missing from the run
+# says so. Against the native implementation (7.3): scattered links at
+# N = 256 and 512, map and unmap at most 1.05x, map below dma_map_sgtable;
+# one contiguous 2 MiB link, map at most 1.2x, unmap 1.1x; try_alloc at
+# most native's; two threads' throughput at least native's. Without it
+# (6.1, 6.12): map at most 1.3x the page-table floor.
+ts_bench_goals() {
+	awk -F, -v mode="$3" '
+	function verdict(ok) { return ok ? "met" : "NOT met" }
+	# le: 1 at most, 0 at least, 2 below
+	function goal(what, r, limit, le,   ok) {
+		if (r == "") { printf "- %s, %s: not in this run\n", mode, what; return }
+		ok = le == 2 ? r < limit : le ? r <= limit : r >= limit
+		printf "- %s, %s: %.2f (target %s %s): %s\n", mode, what, r,
+			le == 2 ? "<" : le ? "<=" : ">=", limit, verdict(ok)
+		ngoal++; if (ok) nmet++
+	}
+	function ratio(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "" : a / b }
+	FNR == 1 { file++; next }
+	$1 != mode { next }
+	file == 1 { map[$2, $3] = $5; unmap[$2, $3] = $8; if ($2 == "native") native = 1; next }
+	{ w[$2, $3, $4] = $5 }
+	END {
+		for (n = 256; n <= 512; n += 256) {
+			if (!(("twostep", n) in map)) continue
+			if (native) {
+				goal(sprintf("N = %d, scattered links, map twostep/native", n), ratio(map["twostep", n], map["native", n]), 1.05, 1)
+				goal(sprintf("N = %d, scattered links, unmap twostep/native", n), ratio(unmap["twostep", n], unmap["native", n]), 1.05, 1)
+			} else {
+				goal(sprintf("N = %d, map twostep/floor_map_pages", n), ratio(map["twostep", n], map["floor_map_pages", n]), 1.3, 1)
+			}
+			goal(sprintf("N = %d, map twostep/dma_map_sgtable", n), ratio(map["twostep", n], map["classic_sg", n]), 1, 2)
+		}
+		if (native) {
+			goal("one 2 MiB link, map twostep/native", ratio(map["twostep_contig", 512], map["native_contig", 512]), 1.2, 1)
+			goal("one 2 MiB link, unmap twostep/native", ratio(unmap["twostep_contig", 512], unmap["native_contig", 512]), 1.1, 1)
+			goal("try_alloc of 2 MiB, twostep/native", ratio(w["try_alloc", "twostep", 512], w["try_alloc", "native", 512]), 1, 1)
+			goal("two threads, 16 KiB ranges per second, twostep/native", ratio(w["smp_two", "twostep", 16384], w["smp_two", "native", 16384]), 1, 0)
+			goal("two threads, 2 MiB ranges per second, twostep/native", ratio(w["smp_two", "twostep", 2097152], w["smp_two", "native", 2097152]), 1, 0)
+		}
+		for (s = 16384; s <= 2097152; s *= 128)
+			if (w["smp_one", "twostep", s] > 0)
+				printf "- %s, %d KiB ranges, two threads / one (informational): twostep %.2f%s\n", mode, s / 1024,
+					w["smp_two", "twostep", s] / w["smp_one", "twostep", s],
+					(w["smp_one", "native", s] > 0 ? sprintf(", native %.2f", w["smp_two", "native", s] / w["smp_one", "native", s]) : "")
+		printf "- %s: %d of %d targets met\n", mode, nmet, ngoal
+	}' "$1" "$2"
+}
+
+# The headline table: twostep / native (or, without native, twostep /
+# classic DMA API) per workload, one column per mode. Below 1: twostep is
+# faster (for throughput: slower).
+ts_bench_headline() {
+	local csv=$1 work=$2
+	shift 2
+	awk -F, -v modes="$*" '
+	function r(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "-" : sprintf("%.2f", a / b) }
+	FNR == 1 { file++; next }
+	file == 1 { map[$1, $2, $3] = $5; unmap[$1, $2, $3] = $8; next }
+	{ w[$1, $2, $3, $4] = $5 }
+	END {
+		nm = split(modes, md, " ")
+		native = 0
+		for (k in map) { split(k, p, SUBSEP); if (p[2] == "native") native = 1 }
+		ref = native ? "native" : "classic"
+		printf "| workload (twostep / %s) |", ref
+		for (i = 1; i <= nm; i++) printf " %s |", md[i]
+		printf "\n|---|"
+		for (i = 1; i <= nm; i++) printf "---:|"
+		printf "\n"
+		for (n = 256; n <= 512; n += 256) {
+			printf "| %d scattered pages: map |", n
+			for (i = 1; i <= nm; i++) printf " %s |", r(map[md[i], "twostep", n], map[md[i], ref, n])
+			printf "\n| %d scattered pages: unmap |", n
+			for (i = 1; i <= nm; i++) printf " %s |", r(unmap[md[i], "twostep", n], unmap[md[i], ref, n])
+			printf "\n"
+		}
+		if (native) {
+			printf "| one 2 MiB link: map |"
+			for (i = 1; i <= nm; i++) printf " %s |", r(map[md[i], "twostep_contig", 512], map[md[i], "native_contig", 512])
+			printf "\n| one 2 MiB link: unmap |"
+			for (i = 1; i <= nm; i++) printf " %s |", r(unmap[md[i], "twostep_contig", 512], unmap[md[i], "native_contig", 512])
+			printf "\n"
+		}
+		printf "| GPU SVM fault (2 MiB, 512 pages) |"
+		for (i = 1; i <= nm; i++) printf " %s |", r(w[md[i], "svm_fault", "twostep", 512], w[md[i], "svm_fault", native ? "native" : "classic", 512])
+		printf "\n"
+		for (n = 1; n <= 32; n *= 4) {
+			printf "| block request, %d segment(s) |", n
+			for (i = 1; i <= nm; i++) printf " %s |", r(w[md[i], "block", "twostep", n], w[md[i], "block", native ? "native" : "classic", n])
+			printf "\n"
+			if (n == 16) n = 8
+		}
+		if (native) {
+			printf "| two threads, 16 KiB ranges per second |"
+			for (i = 1; i <= nm; i++) printf " %s |", r(w[md[i], "smp_two", "twostep", 16384], w[md[i], "smp_two", "native", 16384])
+			printf "\n| two threads, 2 MiB ranges per second |"
+			for (i = 1; i <= nm; i++) printf " %s |", r(w[md[i], "smp_two", "twostep", 2097152], w[md[i], "smp_two", "native", 2097152])
+			printf "\n"
+		}
+	}' "$csv" "$work"
+}
+
+# Markdown tables of workloads.csv: per mode, one row per workload and
+# size, one column per method.
+ts_bench_work_markdown() {
+	awk -F, '
+	NR == 1 { next }
+	{
+		if (!(($1) in seenmode)) { seenmode[$1] = 1; modes[++nm] = $1 }
+		k = $2 SUBSEP $4
+		if (!(($1, k) in seenrow)) { seenrow[$1, k] = 1; rows[$1, ++nr[$1]] = k; unit[$1, k] = $6 }
+		v[$1, k, $3] = $5
+		if (!(($3) in seenm)) { seenm[$3] = 1; meth[++nmeth] = $3 }
+	}
+	END {
+		for (i = 1; i <= nm; i++) {
+			md = modes[i]
+			printf "\n### workloads, %s\n\n| workload | n | unit |", md
+			for (j = 1; j <= nmeth; j++) printf " %s |", meth[j]
+			printf "\n|---|---:|---|"
+			for (j = 1; j <= nmeth; j++) printf "---:|"
+			printf "\n"
+			for (r = 1; r <= nr[md]; r++) {
+				split(rows[md, r], p, SUBSEP)
+				printf "| %s | %s | %s |", p[1], p[2], unit[md, rows[md, r]]
+				for (j = 1; j <= nmeth; j++)
+					printf " %s |", ((md, rows[md, r], meth[j]) in v) ? v[md, rows[md, r], meth[j]] : "-"
+				printf "\n"
+			}
+		}
 	}' "$1"
 }
 
@@ -179,11 +354,20 @@ ts_bench_compare() {
 	}' "$old" "$new"
 }
 
+# The methods of the absolute plots: six at most, those a reader compares.
+ts_bench_plot_methods() {
+	if [ "$TS_BENCH_KERNEL" = 7.3 ]; then
+		echo "twostep native twostep_contig native_contig classic_sg floor_map_pages"
+	else
+		echo "twostep twostep_contig classic classic_sg floor_map_pages floor_contig"
+	fi
+}
+
 # One PNG per mode: ns/page against N, log-log, map and unmap side by side.
 ts_bench_plot() {
 	local csv=$1 out=$2 mode=$3 m plots_map="" plots_unmap="" accel
 	accel=$(ts_bench_accels "$csv" | paste -sd ' ' | tr 'a-z' 'A-Z')
-	for m in $TS_BENCH_METHODS; do
+	for m in $(ts_bench_plot_methods); do
 		plots_map+="'$csv' using (strcol(1) eq '$mode' && strcol(2) eq '$m' ? \$3 : NaN):5 with linespoints title '$m', "
 		plots_unmap+="'$csv' using (strcol(1) eq '$mode' && strcol(2) eq '$m' ? \$3 : NaN):8 with linespoints title '$m', "
 	done
@@ -205,6 +389,59 @@ unset multiplot
 EOF
 }
 
+# One PNG per mode: each method's median over the reference's (native on
+# 7.3, else the classic DMA API) against N, log N, map and unmap side by
+# side, with the band 1.0-1.2 shaded.
+ts_bench_plot_ratio() {
+	local csv=$1 out=$2 mode=$3 ref=classic pairs data m rc
+	local plots_map="" plots_unmap=""
+	if [ "$TS_BENCH_KERNEL" = 7.3 ]; then
+		ref=native
+		pairs="twostep:native twostep_unlink:native_unlink twostep_contig:native_contig classic:native classic_sg:native"
+	else
+		pairs="twostep:classic twostep_unlink:classic twostep_contig:classic classic_sg:classic floor_map_pages:classic"
+	fi
+	data=$(mktemp) || return 1
+	awk -F, -v mode="$mode" -v pairs="$pairs" '
+	NR > 1 && $1 == mode { map[$2, $3] = $5; unmap[$2, $3] = $8; ns[$3] = 1 }
+	END {
+		np = split(pairs, pp, " ")
+		for (i = 1; i <= np; i++) {
+			split(pp[i], p, ":")
+			for (n in ns)
+				if (map[p[2], n] > 0 && unmap[p[2], n] > 0 && (p[1], n) in map)
+					printf "%s,%s,%.4f,%.4f\n", p[1], n,
+						map[p[1], n] / map[p[2], n],
+						unmap[p[1], n] / unmap[p[2], n]
+		}
+	}' "$csv" | sort -t, -k1,1 -k2,2n >"$data"
+	for m in $pairs; do
+		m=${m%%:*}
+		plots_map+="'$data' using (strcol(1) eq '$m' ? \$2 : NaN):3 with linespoints title '$m', "
+		plots_unmap+="'$data' using (strcol(1) eq '$m' ? \$2 : NaN):4 with linespoints title '$m', "
+	done
+	gnuplot <<EOF
+set terminal pngcairo size 1400,560 noenhanced
+set output '$out'
+set datafile separator ','
+set logscale x
+set grid
+set xlabel 'N (4 KiB pages)'
+set ylabel 'median / $ref median'
+set key outside right
+set object 1 rect from graph 0, first 1.0 to graph 1, first 1.2 behind fc rgb '#d0f0d0' fs solid 0.5 noborder
+set multiplot layout 1,2 title 'twostep / $ref, Intel vIOMMU, $mode (band: 1.0-1.2)'
+set title 'map side'
+plot ${plots_map%, }
+set title 'unmap side'
+plot ${plots_unmap%, }
+unset multiplot
+EOF
+	rc=$?
+	rm -f "$data"
+	return $rc
+}
+
 # The benchmark pipeline of `make bench` and of the suite's bench-smoke
 # tier: boot bench-<mode> for each MODE (strict, lazy, cm) with
 # TS_BENCH_REPS and TS_BENCH_MAX_N, then write DIR/bench.csv, bench.md and
@@ -212,7 +449,7 @@ EOF
 # rely on errexit (callers may run it under ||); returns 1 when a guest run
 # failed or an output could not be written.
 ts_bench_run() {
-	local dir=$1 mode cfg rc res f csv status=0 krel
+	local dir=$1 mode cfg rc res f csv work status=0 krel
 	shift
 	[ $# -gt 0 ] || ts_die "ts_bench_run: no benchmark mode given"
 	for mode in "$@"; do
@@ -224,9 +461,11 @@ ts_bench_run() {
 	ts_need_packages gnuplot-nox
 	mkdir -p "$dir" || return 1
 	csv=$dir/bench.csv
+	work=$dir/workloads.csv
 	# nothing stale may pass for this run's output
-	rm -f "$csv" "$dir/bench.md" "$dir"/bench-*.png
+	rm -f "$csv" "$work" "$dir/bench.md" "$dir"/bench-*.png
 	echo "$TS_BENCH_CSV_HEADER" >"$csv" || return 1
+	echo "$TS_BENCH_WORK_HEADER" >"$work" || return 1
 	for mode in "$@"; do
 		cfg=$(ts_bench_cfg "$mode")
 		ts_log "benchmark: $cfg ($(ts_cfg_accel "$cfg"), ${TS_BENCH_REPS:-9} repetitions, N <= ${TS_BENCH_MAX_N:-4096})"
@@ -242,19 +481,29 @@ ts_bench_run() {
 			status=1
 		fi
 		ts_bench_rows "$cfg" >>"$csv" || status=1
+		ts_bench_work_rows "$cfg" >>"$work" || status=1
 	done
 
 	krel=$(ts_kernel_for "$TS_BENCH_KERNEL")
 	if ! {
 		echo "# twostep benchmark"
 		echo
-		echo "Debian $(cat /etc/debian_version) host, guest kernel $krel under QEMU $(qemu-system-x86_64 --version | head -n 1 | awk '{print $4}') $(ts_bench_accels "$csv" | paste -sd ' ' | tr 'a-z' 'A-Z') (the CSV's accel column), one vCPU, edu device behind the Intel vIOMMU; ${TS_BENCH_REPS:-9} repetitions, N = $(ts_bench_sizes)."
+		echo "twostep against $([ "$TS_BENCH_KERNEL" = 7.3 ] && echo "the kernel's own dma_iova_*" || echo "the classic DMA API") in one guest run, ratio of medians (below 1: twostep takes less time; for ranges per second, above 1: twostep does more):"
+		echo
+		ts_bench_headline "$csv" "$work" "$@"
+		echo
+		echo "Debian $(cat /etc/debian_version) host, guest kernel $krel under QEMU $(qemu-system-x86_64 --version | head -n 1 | awk '{print $4}') $(ts_bench_accels "$csv" | paste -sd ' ' | tr 'a-z' 'A-Z') (the CSV's accel column), two vCPUs (the two-thread throughput uses both, the rest runs on one), edu device behind the Intel vIOMMU; ${TS_BENCH_REPS:-9} repetitions, N = $(ts_bench_sizes)."
 		echo "Medians over the repetitions in ns per page; IOTLB invalidations counted from QEMU's vtd_inv_desc_iotlb_* trace events per call of the phase (map: try_alloc + links + sync, or N x dma_map_page, ...; unmap: destroy, unlink + free, N x dma_unmap_page, ...)."
 		echo
 		echo "## Against the targets"
 		echo
+		for mode in "$@"; do ts_bench_goals "$csv" "$work" "$mode"; done
+		echo
+		echo "Earlier targets (against the classic DMA API and the floor):"
+		echo
 		for mode in "$@"; do ts_bench_targets "$csv" "$mode"; done
 		ts_bench_markdown "$csv"
+		ts_bench_work_markdown "$work"
 	} >"$dir/bench.md"; then
 		ts_log "benchmark: writing $dir/bench.md failed"
 		status=1
@@ -264,10 +513,21 @@ ts_bench_run() {
 			ts_log "benchmark: plotting $dir/bench-$mode.png failed"
 			status=1
 		fi
+		if ! ts_bench_plot_ratio "$csv" "$dir/bench-$mode-ratio.png" \
+			"$mode"; then
+			ts_log "benchmark: plotting $dir/bench-$mode-ratio.png failed"
+			status=1
+		fi
 	done
-	sed -n '1,12p' "$dir/bench.md" 2>/dev/null || true
-	printf 'results: %s, %s' "$csv" "$dir/bench.md"
-	for mode in "$@"; do printf ', %s' "$dir/bench-$mode.png"; done
+	# the headline table and the targets, met or not
+	sed -n '1,/^## Against the targets/p' "$dir/bench.md" 2>/dev/null |
+		grep '^|' || true
+	sed -n '/^## Against the targets/,/^Earlier targets/p' \
+		"$dir/bench.md" 2>/dev/null | grep '^- ' || true
+	printf 'results: %s, %s, %s' "$csv" "$work" "$dir/bench.md"
+	for mode in "$@"; do
+		printf ', %s, %s' "$dir/bench-$mode.png" "$dir/bench-$mode-ratio.png"
+	done
 	echo
 	return $status
 }
@@ -413,6 +673,47 @@ ts_bench_output_checks() {
 		[ "$tail" = 49454e44ae426082 ] && tail=IEND || tail="no IEND"
 		ts_bench_check "$([ "$size" -gt 20000 ] && [ "$sig" = 89504e470d0a1a0a0000000d49484452 ] && [ "$dims" = 1400x560 ] && [ "$tail" = IEND ] && echo 1)" \
 			"bench_png_$mode ($png: $size bytes, ${dims:-no} PNG image, $tail)"
+		png=$dir/bench-$mode-ratio.png
+		res=$(ts_bench_png_facts "$png")
+		ts_bench_check "$([ "$res" = "1400x560 IEND" ] && [ "$(stat -c %s "$png" 2>/dev/null || echo 0)" -gt 10000 ] && echo 1)" \
+			"bench_png_ratio_$mode ($png: ${res:-none})"
+
+		# the workloads: both throughputs of every method at both
+		# sizes, and block requests of one segment, each positive
+		res=$(awk -F, -v mode="$mode" -v native="$([ "$TS_BENCH_KERNEL" = 7.3 ] && echo 1)" '
+		NR > 1 && $1 == mode && $5 > 0 { have[$2, $3, $4] = 1 }
+		END {
+			nm = split(native ? "twostep native" : "twostep", mm, " ")
+			for (i = 1; i <= nm; i++) {
+				want += 5
+				got += have["smp_one", mm[i], 16384] + have["smp_two", mm[i], 16384]
+				got += have["smp_one", mm[i], 2097152] + have["smp_two", mm[i], 2097152]
+				got += have["block", mm[i], 1]
+			}
+			printf "%d/%d\n", got, want
+		}' "$dir/workloads.csv" 2>/dev/null || echo "0/1")
+		ts_bench_check "$([ "${res%/*}" = "${res#*/}" ] && echo 1)" \
+			"bench_workloads_csv_$mode ($res figures: throughput of one and two threads at 16 KiB and 2 MiB, one-segment requests)"
+		# the tally, and each target's line with a verdict (a run
+		# too small for a figure says so)
+		res=$(sed -n '/^## Against the targets/,/^Earlier targets/p' "$md" 2>/dev/null |
+			grep "^- $mode, " | grep -v 'informational' |
+			grep -cvE ': (met|NOT met|not in this run)$')
+		ts_bench_check "$(grep -Eq "^- $mode: [0-9]+ of [0-9]+ targets met$" "$md" && [ "$res" = 0 ] && echo 1)" \
+			"bench_md_targets_$mode ($(grep -E "^- $mode: [0-9]+ of" "$md" 2>/dev/null || echo 'no tally'); $res lines without a verdict)"
 	done
 	echo "$pass $fail"
+}
+
+# "WIDTHxHEIGHT IEND" of a whole PNG file, or what is wrong with it.
+ts_bench_png_facts() {
+	local sig dims tail
+	sig=$(od -An -tx1 -N16 "$1" 2>/dev/null | tr -d ' \n')
+	[ "$sig" = 89504e470d0a1a0a0000000d49484452 ] || { echo "not a PNG"; return; }
+	dims=$(od -An -tu1 -j16 -N8 "$1" |
+		awk '{ printf "%dx%d", (($1 * 256 + $2) * 256 + $3) * 256 + $4,
+			(($5 * 256 + $6) * 256 + $7) * 256 + $8 }')
+	tail=$(tail -c 8 "$1" | od -An -tx1 | tr -d ' \n')
+	[ "$tail" = 49454e44ae426082 ] && tail=IEND || tail="no IEND"
+	echo "$dims $tail"
 }

@@ -12,6 +12,7 @@
 #include "safety.c"
 #include "device.c"
 #include "checker.c"
+#include "workloads.c"
 #include "bench.c"
 #include "fidelity.c"
 #include "p2p.c"

@@ -485,6 +485,7 @@ static int case_bench(struct ts *t)
 	bm_report(b, nsizes);
 	bm_profile(b, b->npages);
 	bm_profile_contig(b, min(b->npages, 512U));
+	ts_bench_workloads(t, b->pages, b->npages, b->block, b->reps);
 	TS_EXPECT(t, !b->errors, "%u runs failed", b->errors);
 out_pages:
 	for (i = 0; i < b->npages && b->pages[i]; i++)

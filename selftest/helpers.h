@@ -74,5 +74,9 @@ void ts_pages_fill_block(struct page *block, unsigned int n, u32 seed);
 struct task_struct *ts_kthread_on(int (*fn)(void *data), void *data,
 				  unsigned int cpu, const char *name);
 int ts_kthread_finish(struct completion *done);
+/* workloads.c, for the benchmark */
+void ts_bench_workloads(struct ts *t, struct page **pages,
+			unsigned int npages, struct page *block,
+			unsigned int reps);
 
 #endif /* _TWOSTEP_HELPERS_H */

@@ -160,6 +160,55 @@ out_free:
 }
 
 /*
+ * Two links on large pages in one range, with different permissions: the
+ * first link's record is kept inline, the second's in the range's xarray.
+ * A 4 KiB unlink in each must find that link's own record (else the cut
+ * takes its whole large page with it, or maps the rest with the other's
+ * permissions) and leave the rest of both translating.
+ */
+static void uc_two_large(struct uc *u, phys_addr_t pb)
+{
+	const unsigned int np = SZ_2M / PAGE_SIZE;
+	struct ts *t = u->t;
+	struct twostep_iova_state st;
+	phys_addr_t *phys;
+	unsigned int i;
+	dma_addr_t addr;
+	int ret;
+
+	phys = kcalloc(2 * np, sizeof(*phys), GFP_KERNEL);
+	if (!TS_EXPECT(t, phys, "two_large: memory"))
+		return;
+	if (!TS_EXPECT(t, ts_try_alloc(t, &st, 0, SZ_4M), "two_large: try_alloc"))
+		goto out_free;
+	ret = twostep_iova_link(t->dev, &st, pb, 0, SZ_2M,
+				DMA_BIDIRECTIONAL, 0);
+	ret = ret ?: twostep_iova_link(t->dev, &st, pb + SZ_2M, SZ_2M, SZ_2M,
+				       DMA_TO_DEVICE, 0);
+	ret = ret ?: twostep_iova_sync(t->dev, &st, 0, SZ_4M);
+	if (!TS_EXPECT(t, !ret, "two_large: links %d", ret))
+		goto out_destroy;
+	for (i = 0; i < 2 * np; i++)
+		phys[i] = pb + (phys_addr_t)i * PAGE_SIZE;
+	twostep_iova_unlink(t->dev, &st, SZ_2M + SZ_1M, PAGE_SIZE,
+			    DMA_TO_DEVICE, 0);
+	uc_check(u, "two_large_cut_second", st.addr, phys, 2 * np,
+		 SZ_2M + SZ_1M, SZ_2M + SZ_1M + PAGE_SIZE);
+	phys[(SZ_2M + SZ_1M) / PAGE_SIZE] = 0;
+	twostep_iova_unlink(t->dev, &st, SZ_1M, PAGE_SIZE, DMA_BIDIRECTIONAL,
+			    0);
+	uc_check(u, "two_large_cut_first", st.addr, phys, 2 * np, SZ_1M,
+		 SZ_1M + PAGE_SIZE);
+out_destroy:
+	addr = st.addr;
+	twostep_iova_destroy(t->dev, &st, SZ_4M, DMA_BIDIRECTIONAL, 0);
+	TS_EXPECT(t, !ts_mapped_pages(t, addr, SZ_4M),
+		  "two_large: mapped after destroy");
+out_free:
+	kfree(phys);
+}
+
+/*
  * An hmm map whose bitmap holds a stray entry (mapped in the bitmap, its
  * link gone): the range unmap still unmaps every other entry.
  */
@@ -228,6 +277,7 @@ static int case_unlink_coverage(struct ts *t)
 		/* the edge of the unlink inside a large page */
 		uc_cut(&u, "cut_large_page_edge", pb, 2 * np, 0, 2 * np, 0,
 		       SZ_2M + SZ_1M);
+		uc_two_large(&u, pb);
 		__free_pages(big, get_order(SZ_4M));
 	} else {
 		ts_diag("no 4 MiB of contiguous memory: large-page cuts not run");

@@ -3,8 +3,10 @@
  * twostep: the chunks of a context. The reservation grows by one chunk at
  * a time, reserved from the DMA API (reserve.c), on demand or by a worker
  * for calls that cannot sleep; a private iova_domain inside each chunk
- * hands out the ranges; chunks that stay wholly free go back to the DMA
- * API from the give-back worker. Calls reserve.c and counters.c.
+ * hands out the ranges, and per-CPU caches keep freed ranges of 256 KiB
+ * to 2 MiB for the next allocation of their size there; chunks that stay
+ * wholly free go back to the DMA API from the give-back worker, which
+ * drains those caches first. Calls reserve.c and counters.c.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -43,6 +45,11 @@ static unsigned long twostep_limit_pfn(struct twostep_ctx *ctx)
 {
 	return dma_get_mask(ctx->dev) >> ctx->shift;
 }
+
+static void twostep_chunk_give(struct twostep_ctx *ctx,
+			       struct twostep_chunk *c, unsigned long pfn,
+			       unsigned long nr);
+static void twostep_pcpu_drain(struct twostep_ctx *ctx);
 
 /* Is there a chunk under the device's mask with @nr granules free? */
 bool twostep_has_room(struct twostep_ctx *ctx, unsigned long nr)
@@ -119,6 +126,14 @@ int twostep_ctx_grow(struct twostep_ctx *ctx, u64 need, unsigned int seen,
 	/* free, but reserved for a request under way: not idle yet */
 	c->idle_since = jiffies;
 	init_iova_domain(&c->iovad, 1UL << ctx->shift, start >> ctx->shift);
+	/* per-CPU caches of freed ranges, as the DMA API's own domain has */
+	ret = iova_domain_init_rcaches(&c->iovad);
+	if (ret) {
+		put_iova_domain(&c->iovad);
+		twostep_unreserve(ctx->dev, ctx->domain, start, size);
+		kfree(c);
+		goto out_unlock;
+	}
 	list_add_tail_rcu(&c->node, &ctx->chunks);
 	WRITE_ONCE(ctx->nchunks, ctx->nchunks + 1);
 	WRITE_ONCE(ctx->reserved, ctx->reserved + size);
@@ -135,24 +150,24 @@ out_unlock:
 	return ret;
 }
 
-static struct iova *twostep_chunk_alloc(struct twostep_ctx *ctx,
-					unsigned long nr,
-					struct twostep_chunk **chunkp);
+static unsigned long twostep_chunk_alloc(struct twostep_ctx *ctx,
+					 unsigned long nr,
+					 struct twostep_chunk **chunkp);
 
 /* Could a range of @nr granules be allocated now? Tries it. */
 static bool twostep_can_alloc(struct twostep_ctx *ctx, unsigned long nr)
 {
 	struct twostep_chunk *c;
-	struct iova *iova;
+	unsigned long pfn;
 
 	rcu_read_lock();
-	iova = twostep_chunk_alloc(ctx, nr, &c);
-	if (iova) {
-		__free_iova(&c->iovad, iova);
+	pfn = twostep_chunk_alloc(ctx, nr, &c);
+	if (pfn) {
+		free_iova_fast(&c->iovad, pfn, nr);
 		atomic_long_add(nr, &c->free);
 	}
 	rcu_read_unlock();
-	return iova;
+	return pfn;
 }
 
 void twostep_grow_work(struct work_struct *work)
@@ -194,6 +209,8 @@ void twostep_shrink_work(struct work_struct *work)
 	LIST_HEAD(gone);
 	u64 kept = 0;
 
+	/* what the per-CPU caches hold goes back to the chunks first */
+	twostep_pcpu_drain(ctx);
 	noio = memalloc_noio_save();
 	mutex_lock(&ctx->grow_lock);
 	list_for_each_entry_safe(c, next, &ctx->chunks, node) {
@@ -236,14 +253,16 @@ void twostep_shrink_work(struct work_struct *work)
 	memalloc_noio_restore(noio);
 }
 
-/* Take @nr granules from the first chunk under the mask that has them. */
-static struct iova *twostep_chunk_alloc(struct twostep_ctx *ctx,
-					unsigned long nr,
-					struct twostep_chunk **chunkp)
+/*
+ * Take @nr granules from the first chunk under the mask that has them:
+ * their first granule, or 0.
+ */
+static unsigned long twostep_chunk_alloc(struct twostep_ctx *ctx,
+					 unsigned long nr,
+					 struct twostep_chunk **chunkp)
 {
-	unsigned long limit = twostep_limit_pfn(ctx);
+	unsigned long limit = twostep_limit_pfn(ctx), pfn = 0;
 	struct twostep_chunk *c;
-	struct iova *iova = NULL;
 
 	rcu_read_lock();
 	list_for_each_entry_rcu(c, &ctx->chunks, node) {
@@ -259,32 +278,148 @@ static struct iova *twostep_chunk_alloc(struct twostep_ctx *ctx,
 		 * Size-aligned, as upstream's allocator gives every range: a
 		 * range never crosses a boundary of its size rounded up to a
 		 * power of two (64 KiB, 4 GiB), and a physically contiguous
-		 * link can use large pages.
+		 * link can use large pages. Ranges up to 32 granules come
+		 * from per-CPU caches of freed ones when they can, as the DMA
+		 * API's do; a miss empties them into the tree and retries.
 		 */
-		iova = alloc_iova(&c->iovad, nr, c->last_pfn, true);
-		if (iova) {
+		pfn = alloc_iova_fast(&c->iovad, nr, c->last_pfn, true);
+		if (pfn) {
 			*chunkp = c;
 			break;
 		}
 		atomic_long_add(nr, &c->free);
 	}
 	rcu_read_unlock();
-	return iova;
+	return pfn;
 }
 
-/* IOVA for @nr granules: grow the reservation, or ask the worker to. */
-struct iova *twostep_iova_get(struct twostep_ctx *ctx, unsigned long nr,
-			      bool may_sleep, struct twostep_chunk **chunkp)
+/* The order of a per-CPU cache of ranges of @nr granules, or -1: none. */
+static int twostep_pcpu_order(unsigned long nr)
 {
+	int o;
+
+	if (!is_power_of_2(nr))
+		return -1;
+	o = ilog2(nr) - TWOSTEP_PCPU_MIN_ORDER;
+	return o >= 0 && o < TWOSTEP_PCPU_ORDERS ? o : -1;
+}
+
+/* How many ranges of order @o one CPU's cache holds at most. */
+static unsigned int twostep_pcpu_depth(struct twostep_ctx *ctx, int o)
+{
+	unsigned int shift = o + TWOSTEP_PCPU_MIN_ORDER + ctx->shift;
+
+	return clamp_t(unsigned long, TWOSTEP_PCPU_BYTES >> shift, 1,
+		       TWOSTEP_PCPU_DEPTH);
+}
+
+/*
+ * A range of @nr granules this CPU freed lately, its first granule, or 0.
+ * One under the device's mask now; one that is not goes back.
+ */
+static unsigned long twostep_pcpu_pop(struct twostep_ctx *ctx,
+				      unsigned long nr,
+				      struct twostep_chunk **chunkp)
+{
+	int o = twostep_pcpu_order(nr);
+	struct twostep_chunk *c = NULL;
+	struct twostep_pcpu *p;
+	unsigned long flags, pfn = 0;
+
+	if (o < 0)
+		return 0;
+	local_irq_save(flags);
+	p = this_cpu_ptr(ctx->pcpu);
+	spin_lock(&p->lock);
+	if (p->n[o]) {
+		p->n[o]--;
+		c = p->chunk[o][p->n[o]];
+		pfn = p->pfn[o][p->n[o]];
+	}
+	spin_unlock(&p->lock);
+	local_irq_restore(flags);
+	if (c && c->last_pfn > twostep_limit_pfn(ctx)) {
+		twostep_chunk_give(ctx, c, pfn, nr);
+		return 0;
+	}
+	*chunkp = c;
+	return pfn;
+}
+
+/*
+ * Keep a range of @nr granules freed on this CPU for the next allocation
+ * of its size there; false when it is not of a cached size or the cache
+ * is full. The give-back worker drains the caches: it is queued here.
+ */
+static bool twostep_pcpu_push(struct twostep_ctx *ctx, struct twostep_chunk *c,
+			      unsigned long pfn, unsigned long nr)
+{
+	int o = twostep_pcpu_order(nr);
+	struct twostep_pcpu *p;
+	unsigned long flags;
+	bool kept = false;
+
+	if (o < 0 || READ_ONCE(ctx->dying))
+		return false;
+	local_irq_save(flags);
+	p = this_cpu_ptr(ctx->pcpu);
+	spin_lock(&p->lock);
+	if (p->n[o] < twostep_pcpu_depth(ctx, o)) {
+		p->chunk[o][p->n[o]] = c;
+		p->pfn[o][p->n[o]] = pfn;
+		p->n[o]++;
+		kept = true;
+	}
+	spin_unlock(&p->lock);
+	local_irq_restore(flags);
+	if (kept && !delayed_work_pending(&ctx->shrink_work))
+		queue_delayed_work(system_unbound_wq, &ctx->shrink_work,
+				   TWOSTEP_GIVE_BACK_DELAY);
+	return kept;
+}
+
+/* Give every range the per-CPU caches hold back to its chunk. */
+static void twostep_pcpu_drain(struct twostep_ctx *ctx)
+{
+	struct twostep_pcpu *p;
+	unsigned long flags;
+	int cpu, o;
+
+	for_each_possible_cpu(cpu) {
+		p = per_cpu_ptr(ctx->pcpu, cpu);
+		spin_lock_irqsave(&p->lock, flags);
+		for (o = 0; o < TWOSTEP_PCPU_ORDERS; o++) {
+			while (p->n[o]) {
+				p->n[o]--;
+				twostep_chunk_give(ctx, p->chunk[o][p->n[o]],
+						   p->pfn[o][p->n[o]],
+						   1UL << (o +
+							   TWOSTEP_PCPU_MIN_ORDER));
+			}
+		}
+		spin_unlock_irqrestore(&p->lock, flags);
+	}
+}
+
+/*
+ * IOVA for @nr granules, its first granule: grow the reservation, or ask
+ * the worker to. 0 when there is none now.
+ */
+unsigned long twostep_iova_get(struct twostep_ctx *ctx, unsigned long nr,
+			       bool may_sleep, struct twostep_chunk **chunkp)
+{
+	unsigned long pfn;
 	unsigned int seen;
-	struct iova *iova;
 	u64 want;
 
+	pfn = twostep_pcpu_pop(ctx, nr, chunkp);
+	if (pfn)
+		return pfn;
 	for (;;) {
 		seen = READ_ONCE(ctx->nchunks);
-		iova = twostep_chunk_alloc(ctx, nr, chunkp);
-		if (iova)
-			return iova;
+		pfn = twostep_chunk_alloc(ctx, nr, chunkp);
+		if (pfn)
+			return pfn;
 		want = (u64)nr << ctx->shift;
 		if (!may_sleep) {
 			/* keep the largest request that is waiting */
@@ -296,21 +431,22 @@ struct iova *twostep_iova_get(struct twostep_ctx *ctx, unsigned long nr,
 				;
 			queue_work(system_unbound_wq, &ctx->grow_work);
 			atomic_long_inc(&ctx->deferred);
-			return NULL;
+			return 0;
 		}
 		if (twostep_ctx_grow(ctx, want, seen, false))
-			return NULL;
+			return 0;
 	}
 }
 
 /*
- * Give the @nr granules of @iova back to chunk @c; a chunk wholly free
+ * Give the @nr granules from @pfn back to chunk @c; a chunk wholly free
  * from now is left to the give-back worker.
  */
-void twostep_iova_put(struct twostep_ctx *ctx, struct twostep_chunk *c,
-		      struct iova *iova, unsigned long nr)
+static void twostep_chunk_give(struct twostep_ctx *ctx,
+			       struct twostep_chunk *c, unsigned long pfn,
+			       unsigned long nr)
 {
-	__free_iova(&c->iovad, iova);
+	free_iova_fast(&c->iovad, pfn, nr);
 	if (atomic_long_add_return(nr, &c->free) == c->nr) {
 		/* wholly free from now: a test_bit when the worker is due */
 		WRITE_ONCE(c->idle_since, jiffies);
@@ -319,4 +455,15 @@ void twostep_iova_put(struct twostep_ctx *ctx, struct twostep_chunk *c,
 			queue_delayed_work(system_unbound_wq, &ctx->shrink_work,
 					   TWOSTEP_GIVE_BACK_DELAY);
 	}
+}
+
+/*
+ * Give the @nr granules from @pfn back: to this CPU's cache when they are
+ * of a size it keeps, else to chunk @c.
+ */
+void twostep_iova_put(struct twostep_ctx *ctx, struct twostep_chunk *c,
+		      unsigned long pfn, unsigned long nr)
+{
+	if (!twostep_pcpu_push(ctx, c, pfn, nr))
+		twostep_chunk_give(ctx, c, pfn, nr);
 }

@@ -15,7 +15,6 @@
 /* Wholly free chunks a device keeps, in bytes: the first growth's size. */
 #define TWOSTEP_KEEP_FREE	SZ_4M
 
-struct iova;
 struct twostep_chunk;
 struct twostep_ctx;
 struct work_struct;
@@ -26,9 +25,9 @@ int twostep_ctx_grow(struct twostep_ctx *ctx, u64 need, unsigned int seen,
 void twostep_grow_work(struct work_struct *work);
 void twostep_shrink_work(struct work_struct *work);
 void twostep_chunk_put(struct twostep_ctx *ctx, struct twostep_chunk *c);
-struct iova *twostep_iova_get(struct twostep_ctx *ctx, unsigned long nr,
-			      bool may_sleep, struct twostep_chunk **chunkp);
+unsigned long twostep_iova_get(struct twostep_ctx *ctx, unsigned long nr,
+			       bool may_sleep, struct twostep_chunk **chunkp);
 void twostep_iova_put(struct twostep_ctx *ctx, struct twostep_chunk *c,
-		      struct iova *iova, unsigned long nr);
+		      unsigned long pfn, unsigned long nr);
 
 #endif /* _TWOSTEP_CHUNK_H */

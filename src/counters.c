@@ -19,7 +19,7 @@
 
 /* Live objects and refusals, readable in /sys/module/twostep/parameters. */
 atomic_t twostep_live_contexts = ATOMIC_INIT(0);
-atomic_t twostep_live_allocs = ATOMIC_INIT(0);
+DEFINE_PER_CPU(long, twostep_live_allocs);
 atomic_t twostep_live_chunks = ATOMIC_INIT(0);
 atomic_t twostep_misuse_all = ATOMIC_INIT(0);
 atomic64_t twostep_reserved_all = ATOMIC64_INIT(0);
@@ -31,6 +31,21 @@ static int twostep_counter_get(char *buf, const struct kernel_param *kp)
 
 static const struct kernel_param_ops twostep_counter_ops = {
 	.get = twostep_counter_get,
+};
+
+/* Live ranges: counted per CPU, summed (the parts may be negative). */
+static int twostep_live_allocs_get(char *buf, const struct kernel_param *kp)
+{
+	long sum = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		sum += per_cpu(twostep_live_allocs, cpu);
+	return sysfs_emit(buf, "%ld\n", sum);
+}
+
+static const struct kernel_param_ops twostep_live_allocs_ops = {
+	.get = twostep_live_allocs_get,
 };
 
 static int twostep_counter64_get(char *buf, const struct kernel_param *kp)
@@ -45,8 +60,7 @@ static const struct kernel_param_ops twostep_counter64_ops = {
 module_param_cb(live_contexts, &twostep_counter_ops, &twostep_live_contexts,
 		0444);
 MODULE_PARM_DESC(live_contexts, "devices twostep holds IOVA for");
-module_param_cb(live_allocs, &twostep_counter_ops, &twostep_live_allocs,
-		0444);
+module_param_cb(live_allocs, &twostep_live_allocs_ops, NULL, 0444);
 MODULE_PARM_DESC(live_allocs, "IOVA ranges allocated and not yet freed");
 module_param_cb(live_chunks, &twostep_counter_ops, &twostep_live_chunks,
 		0444);

@@ -9,6 +9,7 @@
 
 #include <linux/atomic.h>
 #include <linux/compiler_attributes.h>
+#include <linux/percpu.h>
 
 #include "twostep.h"
 
@@ -16,7 +17,7 @@ struct device;
 struct twostep_ctx;
 
 extern atomic_t twostep_live_contexts;
-extern atomic_t twostep_live_allocs;
+DECLARE_PER_CPU(long, twostep_live_allocs);
 extern atomic_t twostep_live_chunks;
 extern atomic_t twostep_misuse_all;
 extern atomic64_t twostep_reserved_all;

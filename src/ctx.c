@@ -30,6 +30,37 @@
 LIST_HEAD(twostep_ctxs);
 DEFINE_SPINLOCK(twostep_ctxs_lock);
 
+/* Range records, each with room for the link map of a range up to 2 MiB. */
+static struct kmem_cache *twostep_alloc_cache;
+
+/*
+ * A constructor, so that the slab does not zero each record it hands out
+ * (init_on_alloc, on by default in Debian's kernels, skips caches that
+ * have one): twostep_alloc_new() sets every field it reads.
+ */
+static void twostep_alloc_ctor(void *obj)
+{
+	struct twostep_alloc *a = obj;
+
+	atomic_set(&a->inflight, 0);
+	a->dbg = NULL;
+}
+
+int twostep_ctx_init(void)
+{
+	twostep_alloc_cache = kmem_cache_create("twostep_alloc",
+						sizeof(struct twostep_alloc),
+						__alignof__(struct twostep_alloc),
+						0, twostep_alloc_ctor);
+	return twostep_alloc_cache ? 0 : -ENOMEM;
+}
+
+/* After rcu_barrier(): no record is left in an RCU callback. */
+void twostep_ctx_exit(void)
+{
+	kmem_cache_destroy(twostep_alloc_cache);
+}
+
 /*
  * May this call sleep? Only when the kernel can tell (preemption counted):
  * preemption and IRQs on, and no RCU read lock held. Else we never sleep.
@@ -72,6 +103,7 @@ static void twostep_ctx_free(struct twostep_ctx *ctx)
 	for (i = 0; i < TWOSTEP_SLOT_PAGES; i++)
 		free_page((unsigned long)ctx->slot_page[i]);
 	free_percpu(ctx->linked);
+	free_percpu(ctx->pcpu);
 	bitmap_free(ctx->slot_used);
 	kfree(ctx);
 }
@@ -152,6 +184,7 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	struct twostep_ctx *ctx, *old;
 	unsigned long flags, larger;
 	bool stale;
+	int cpu;
 
 	rcu_read_lock();
 	ctx = twostep_ctx_find(dev);
@@ -183,12 +216,16 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 		ctx->slot_used = bitmap_zalloc(TWOSTEP_SLOTS,
 					       gfp | __GFP_NOWARN);
 		ctx->linked = alloc_percpu_gfp(long, gfp | __GFP_NOWARN);
+		ctx->pcpu = alloc_percpu_gfp(struct twostep_pcpu,
+					     gfp | __GFP_NOWARN);
 	}
-	if (!ctx || !ctx->slot_used || !ctx->linked) {
+	if (!ctx || !ctx->slot_used || !ctx->linked || !ctx->pcpu) {
 		twostep_ctx_free(ctx);
 		*err = -ENOMEM;
 		return NULL;
 	}
+	for_each_possible_cpu(cpu)
+		spin_lock_init(&per_cpu_ptr(ctx->pcpu, cpu)->lock);
 	ctx->dev = get_device(dev);
 	ctx->domain = domain;
 	ctx->shift = __ffs(domain->pgsize_bitmap);
@@ -203,7 +240,6 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	mutex_init(&ctx->grow_lock);
 	INIT_WORK(&ctx->grow_work, twostep_grow_work);
 	INIT_DELAYED_WORK(&ctx->shrink_work, twostep_shrink_work);
-	spin_lock_init(&ctx->slot_lock);
 	twostep_slot_hint_load(ctx);
 	atomic_set(&ctx->users, 1);
 
@@ -225,6 +261,13 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	return ctx;
 }
 
+/* The link map of @a, unless it is the one inside the record. */
+static void twostep_alloc_links_free(struct twostep_alloc *a)
+{
+	if (a->links != (struct twostep_links *)a->map_space)
+		twostep_links_free(a->links);
+}
+
 /**
  * twostep_alloc_new - allocate an IOVA range for a device
  * @dev: device
@@ -242,8 +285,7 @@ struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
 	struct twostep_chunk *chunk = NULL;
 	struct twostep_alloc *a = NULL;
 	struct twostep_ctx *ctx;
-	struct iova *iova;
-	unsigned long nr;
+	unsigned long nr, pfn;
 	int err, slot;
 	u64 pad;
 
@@ -254,39 +296,48 @@ struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
 	nr = (size + pad + (1UL << ctx->shift) - 1) >> ctx->shift;
 	if (twostep_should_fail(TWOSTEP_FAIL_IOVA))
 		goto out_put_user;
-	a = kzalloc(sizeof(*a), gfp | __GFP_NOWARN);
+	/* not zeroed: every field is set below, the link map up to @nr */
+	a = kmem_cache_alloc(twostep_alloc_cache, gfp | __GFP_NOWARN);
 	if (!a)
 		goto out_put_user;
-	a->links = twostep_links_alloc(nr, gfp);
-	if (!a->links)
-		goto out_free_alloc;
+	if (nr <= LINKS_INLINE_MAX) {
+		a->links = (struct twostep_links *)a->map_space;
+		twostep_links_init(a->links, nr);
+	} else {
+		a->links = twostep_links_alloc(nr, gfp);
+		if (!a->links)
+			goto out_free_alloc;
+	}
+	atomic_set(&a->inflight, 0);
+	a->dead = false;
+	a->big_one = 0;
+	a->dbg = NULL;
 	xa_init_flags(&a->big, XA_FLAGS_LOCK_IRQ);
 	slot = twostep_slot_get(ctx, gfp);
 	if (slot < 0)
 		goto out_free_links;
-	iova = twostep_iova_get(ctx, nr, may_sleep, &chunk);
-	if (!iova)
+	pfn = twostep_iova_get(ctx, nr, may_sleep, &chunk);
+	if (!pfn)
 		goto out_put_slot;
 	a->ctx = ctx;
 	a->chunk = chunk;
-	a->iova = iova;
+	a->pfn = pfn;
 	a->nr = nr;
-	a->base = (dma_addr_t)iova->pfn_lo << ctx->shift;
+	a->base = (dma_addr_t)pfn << ctx->shift;
 	a->addr = a->base + pad;
 	a->slot = slot;
 	a->size = size | (u64)slot << TWOSTEP_SLOT_SHIFT;
 	rcu_assign_pointer(*twostep_slot_ptr(ctx, slot), a);
-	atomic_long_inc(&ctx->live_allocs);
-	atomic_inc(&twostep_live_allocs);
+	this_cpu_inc(twostep_live_allocs);
 	twostep_ctx_put_user(ctx);
 	return a;
 
 out_put_slot:
 	twostep_slot_put(ctx, slot);
 out_free_links:
-	twostep_links_free(a->links);
+	twostep_alloc_links_free(a);
 out_free_alloc:
-	kfree(a);
+	kmem_cache_free(twostep_alloc_cache, a);
 out_put_user:
 	twostep_ctx_put_user(ctx);
 	return NULL;
@@ -300,8 +351,8 @@ static void twostep_alloc_free_rcu(struct rcu_head *head)
 	if (!xa_empty(&a->big))
 		xa_destroy(&a->big);
 	twostep_dbg_free(a);
-	twostep_links_free(a->links);
-	kfree(a);
+	twostep_alloc_links_free(a);
+	kmem_cache_free(twostep_alloc_cache, a);
 }
 
 /*
@@ -337,10 +388,9 @@ static unsigned long twostep_alloc_release(struct twostep_ctx *ctx,
 	/* No stale IOTLB entry may outlive the IOVA's return to the chunk. */
 	if (total)
 		iommu_iotlb_sync(ctx->domain, &gather);
-	twostep_iova_put(ctx, a->chunk, a->iova, a->nr);
+	twostep_iova_put(ctx, a->chunk, a->pfn, a->nr);
 	twostep_slot_put(ctx, a->slot);
-	atomic_dec(&twostep_live_allocs);
-	atomic_long_dec(&ctx->live_allocs);
+	this_cpu_dec(twostep_live_allocs);
 	twostep_linked_add(ctx, -(long)total);
 	return total;
 }
@@ -563,7 +613,7 @@ int twostep_get_stats(struct device *dev, struct twostep_stats *stats)
 		stats->reserved = READ_ONCE(ctx->reserved);
 		stats->chunks = READ_ONCE(ctx->nchunks);
 		stats->granule = 1UL << ctx->shift;
-		stats->live_allocs = atomic_long_read(&ctx->live_allocs);
+		stats->live_allocs = twostep_slots_used(ctx);
 		for_each_possible_cpu(cpu)
 			linked += *per_cpu_ptr(ctx->linked, cpu);
 		stats->linked_granules = linked;

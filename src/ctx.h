@@ -18,6 +18,7 @@
 #include <linux/workqueue.h>
 #include <linux/percpu.h>
 #include <linux/xarray.h>
+#include <linux/sizes.h>
 #include <linux/spinlock.h>
 
 #include "links.h"
@@ -58,6 +59,35 @@ struct twostep_chunk {
 #define TWOSTEP_SLOTS_PER_PAGE	(PAGE_SIZE / sizeof(void *))
 #define TWOSTEP_SLOT_PAGES	(TWOSTEP_SLOTS / TWOSTEP_SLOTS_PER_PAGE)
 
+/*
+ * Per-CPU caches of freed ranges of 64 to 512 granules (256 KiB to 2 MiB
+ * of 4 KiB granules), by power of two: what the kernel's own per-CPU IOVA
+ * caches (which twostep's chunks also use) leave out, and what GPU faults
+ * and large requests allocate and free over and over. At most
+ * TWOSTEP_PCPU_BYTES of IOVA per CPU and size; drained by the give-back
+ * worker.
+ */
+#define TWOSTEP_PCPU_MIN_ORDER	6
+#define TWOSTEP_PCPU_ORDERS	4
+#define TWOSTEP_PCPU_DEPTH	8
+#define TWOSTEP_PCPU_BYTES	SZ_4M
+
+struct twostep_chunk;
+
+/**
+ * struct twostep_pcpu - one CPU's cache of freed ranges of one context
+ * @lock: taken on its own CPU, or by the worker that drains it
+ * @n: ranges held, per order
+ * @chunk: the chunk of each range held
+ * @pfn: the first granule of each range held
+ */
+struct twostep_pcpu {
+	spinlock_t lock;	/* @n, @chunk, @pfn */
+	unsigned int n[TWOSTEP_PCPU_ORDERS];
+	struct twostep_chunk *chunk[TWOSTEP_PCPU_ORDERS][TWOSTEP_PCPU_DEPTH];
+	unsigned long pfn[TWOSTEP_PCPU_ORDERS][TWOSTEP_PCPU_DEPTH];
+};
+
 /**
  * struct twostep_ctx - what twostep holds for one device
  * @node: entry in the global context list (RCU)
@@ -81,13 +111,12 @@ struct twostep_chunk {
  * @dying: the context is being torn down: no more give-back work
  * @domain_gone: @domain was replaced (group type changed): never touch it
  * @users: sleeping try_alloc() calls under way (detach waits for them)
- * @slot_lock: protects @slot_used and @slot_next
  * @slot_next: where the search for a free slot starts (round robin)
- * @slot_used: one bit per slot
+ * @slot_used: one bit per slot, set while the slot is taken
  * @slot_page: live allocations by slot number, in pages of pointers
  *             allocated on demand; read under RCU
- * @live_allocs: live allocations
  * @linked: granules mapped through this context, per CPU
+ * @pcpu: the per-CPU caches of freed ranges
  * @misuse: refused calls
  * @deferred: try_alloc() calls that left growth to the worker
  */
@@ -113,12 +142,11 @@ struct twostep_ctx {
 	bool dying;
 	bool domain_gone;
 	atomic_t users;
-	spinlock_t slot_lock;		/* @slot_used, @slot_next */
 	unsigned int slot_next;
 	unsigned long *slot_used;
 	struct twostep_alloc __rcu **slot_page[TWOSTEP_SLOT_PAGES];
-	atomic_long_t live_allocs;
 	long __percpu *linked;
+	struct twostep_pcpu __percpu *pcpu;
 	atomic_long_t misuse;
 	atomic_long_t deferred;
 };
@@ -128,7 +156,7 @@ struct twostep_ctx {
  * @rcu: frees it after lookups that may still see it are done
  * @ctx: its context
  * @chunk: the chunk it lies in
- * @iova: the range in the chunk's allocator
+ * @pfn: its first granule in the chunk's allocator
  * @base: granule-aligned first address of the range
  * @addr: address handed to the caller (@base plus the phys offset)
  * @size: &twostep_iova_state.__size handed out (size and slot)
@@ -137,16 +165,19 @@ struct twostep_ctx {
  * @links: which granules are linked
  * @inflight: link and unlink calls under way on the range
  * @dead: set before the range is torn down: later links and unlinks fail
+ * @big_one: the first such link, inline (TWOSTEP_BIG_ONE()), or 0; the
+ *           others go to @big
  * @big: the head granule of every link that may be mapped with pages
  *       larger than a granule, with its IOMMU_* protection as a value, so
  *       that an unlink that cuts such a link can map its outside part again
  * @dbg: the checker's record (debug.c), or NULL: not tracked
+ * @map_space: the link map of a range of up to LINKS_INLINE_MAX granules
  */
 struct twostep_alloc {
 	struct rcu_head rcu;
 	struct twostep_ctx *ctx;
 	struct twostep_chunk *chunk;
-	struct iova *iova;
+	unsigned long pfn;
 	dma_addr_t base;
 	dma_addr_t addr;
 	u64 size;
@@ -155,9 +186,16 @@ struct twostep_alloc {
 	struct twostep_links *links;
 	atomic_t inflight;
 	bool dead;
+	unsigned long big_one;
 	struct xarray big;
 	struct twostep_dbg_range *dbg;
+	unsigned long map_space[LINKS_INLINE_SIZE / sizeof(unsigned long)];
 };
+
+/* @big_one of a link at granule @g with protection @prot (8 bits) */
+#define TWOSTEP_BIG_ONE(g, prot)	(((g) + 1) << 8 | (prot))
+#define TWOSTEP_BIG_ONE_HEAD(v)		(((v) >> 8) - 1)
+#define TWOSTEP_BIG_ONE_PROT(v)		((int)((v) & 0xff))
 
 extern struct list_head twostep_ctxs;
 extern spinlock_t twostep_ctxs_lock;
@@ -238,6 +276,8 @@ static inline void twostep_alloc_exit(struct twostep_alloc *a)
 	atomic_dec(&a->inflight);
 }
 
+int twostep_ctx_init(void);
+void twostep_ctx_exit(void);
 bool twostep_alloc_finish(struct twostep_ctx *ctx, struct twostep_alloc *a,
 			  unsigned long keep_first, bool *extra);
 

@@ -239,19 +239,29 @@ static bool twostep_big_set(struct twostep_ctx *ctx, struct twostep_alloc *a,
 
 	if (count < 2 || ((u64)count << ctx->shift) < ctx->pgsize_large)
 		return false;
+	/* the first such link of the range, the common case: inline */
+	if (!(prot & ~0xff) && !READ_ONCE(a->big_one) &&
+	    !cmpxchg(&a->big_one, 0, TWOSTEP_BIG_ONE(g, prot)))
+		return true;
 	xa_lock_irqsave(&a->big, flags);
 	old = __xa_store(&a->big, g, xa_mk_value(prot), GFP_ATOMIC);
 	xa_unlock_irqrestore(&a->big, flags);
 	return !xa_is_err(old);
 }
 
-/* Forget the recorded links whose heads lie in [g, end). */
+/*
+ * Forget the recorded links whose heads lie in [g, end). Before those
+ * granules are unlinked: a link that claims them next records its own.
+ */
 static void twostep_big_clear(struct twostep_alloc *a, unsigned long g,
 			      unsigned long end)
 {
-	unsigned long flags, idx;
+	unsigned long flags, idx, one = READ_ONCE(a->big_one);
 	void *entry;
 
+	if (one && TWOSTEP_BIG_ONE_HEAD(one) >= g &&
+	    TWOSTEP_BIG_ONE_HEAD(one) < end)
+		cmpxchg(&a->big_one, one, 0);
 	if (xa_empty(&a->big))
 		return;
 	xa_lock_irqsave(&a->big, flags);
@@ -286,9 +296,9 @@ static void twostep_relink(struct twostep_ctx *ctx, struct twostep_alloc *a,
 		twostep_sync_map(ctx, twostep_g2iova(ctx, a, g), len);
 		return;
 	}
+	twostep_big_clear(a, g, end);
 	twostep_links_clear(a->links, g, end - g);
 	twostep_linked_add(ctx, -(long)(end - g));
-	twostep_big_clear(a, g, end);
 	dev_err_ratelimited(ctx->dev, "twostep: unlink: could not map the %lu granule(s) of a cut link outside the range again (%d): they are unlinked\n",
 			    end - g, ret);
 }
@@ -304,16 +314,21 @@ static bool twostep_split(struct twostep_ctx *ctx, struct twostep_alloc *a,
 			  unsigned long ce, struct iommu_iotlb_gather *gather)
 {
 	size_t len = (size_t)(t - h) << ctx->shift, unmapped;
+	unsigned long one = READ_ONCE(a->big_one);
 	phys_addr_t phys;
 	void *entry;
 	int prot;
 
 	if (ce < t)
 		twostep_links_set_head(a->links, ce);
-	entry = xa_empty(&a->big) ? NULL : xa_load(&a->big, h);
-	if (!entry)
-		return false;
-	prot = xa_to_value(entry);
+	if (one && TWOSTEP_BIG_ONE_HEAD(one) == h) {
+		prot = TWOSTEP_BIG_ONE_PROT(one);
+	} else {
+		entry = xa_empty(&a->big) ? NULL : xa_load(&a->big, h);
+		if (!entry)
+			return false;
+		prot = xa_to_value(entry);
+	}
 	phys = iommu_iova_to_phys(ctx->domain, twostep_g2iova(ctx, a, h));
 	if (!phys)
 		return false;
@@ -384,8 +399,8 @@ static void twostep_unmap_done(struct twostep_ctx *ctx,
 			       struct twostep_alloc *a, unsigned long s,
 			       unsigned long e, unsigned long n)
 {
-	twostep_links_clear(a->links, s, e - s);
 	twostep_big_clear(a, s, e);
+	twostep_links_clear(a->links, s, e - s);
 	twostep_linked_add(ctx, -(long)n);
 }
 

@@ -8,6 +8,7 @@
 
 #include <linux/atomic.h>
 #include <linux/bits.h>
+#include <linux/math.h>
 #include <linux/types.h>
 
 #define LINKS_PER_WORD	(BITS_PER_LONG / 2)
@@ -34,6 +35,28 @@ static inline unsigned long links_mask(unsigned long g, unsigned long n)
 			     (1UL << (2 * n)) - 1;
 
 	return bits << (2 * (g % LINKS_PER_WORD));
+}
+
+/*
+ * Granules whose map fits inline in the range record (ctx.c): 512, a
+ * 2 MiB range of 4 KiB pages, in 16 words.
+ */
+#define LINKS_INLINE_MAX	512UL
+#define LINKS_INLINE_SIZE	(sizeof(struct twostep_links) + \
+				 LINKS_INLINE_MAX / LINKS_PER_WORD * \
+				 sizeof(unsigned long))
+
+/* An empty map of @nr <= LINKS_INLINE_MAX granules in memory of the caller. */
+static inline void twostep_links_init(struct twostep_links *l,
+				      unsigned long nr)
+{
+	unsigned long i;
+
+	l->nr = nr;
+	l->nleaves = 0;
+	l->leaf = NULL;
+	for (i = 0; i < DIV_ROUND_UP(nr, LINKS_PER_WORD); i++)
+		l->one[i] = 0;
 }
 
 struct twostep_links *twostep_links_alloc(unsigned long nr, gfp_t gfp);

@@ -65,9 +65,12 @@ static int __init twostep_init(void)
 	ret = iova_cache_get();
 	if (ret)
 		return ret;
-	ret = twostep_reserve_init();
+	ret = twostep_ctx_init();
 	if (ret)
 		goto err_put_cache;
+	ret = twostep_reserve_init();
+	if (ret)
+		goto err_ctx_exit;
 	ret = bus_register_notifier(&pci_bus_type, &twostep_pci_nb);
 	if (ret)
 		goto err_reserve_exit;
@@ -83,6 +86,8 @@ err_unregister_pci:
 	bus_unregister_notifier(&pci_bus_type, &twostep_pci_nb);
 err_reserve_exit:
 	twostep_reserve_exit();
+err_ctx_exit:
+	twostep_ctx_exit();
 err_put_cache:
 	iova_cache_put();
 	return ret;
@@ -114,6 +119,7 @@ static void __exit twostep_exit(void)
 	rcu_barrier();
 	twostep_slot_hints_exit();
 	twostep_reserve_exit();
+	twostep_ctx_exit();
 	iova_cache_put();
 	pr_info("unloaded\n");
 }

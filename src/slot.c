@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * twostep: the slot table of a context. Every live allocation of a device
- * has a slot number, handed out round robin; its pointer lives in pages
- * of the table allocated on demand. The round robin goes on across the
+ * has a slot number, handed out round robin without a lock; its pointer
+ * lives in pages of the table allocated on demand. The round robin goes on across the
  * contexts of one device (the slot hints). Calls nothing of twostep's.
  */
 #include <linux/bitmap.h>
 #include <linux/device.h>
 #include <linux/gfp.h>
-#include <linux/spinlock.h>
 #include <linux/xarray.h>
 
 #include "ctx.h"
@@ -22,37 +21,45 @@
  */
 static DEFINE_XARRAY(twostep_slot_hints);
 
+/* After its pointer was cleared: the slot may be taken again. */
 void twostep_slot_put(struct twostep_ctx *ctx, unsigned int slot)
 {
-	unsigned long flags;
+	clear_bit_unlock(slot, ctx->slot_used);
+}
 
-	spin_lock_irqsave(&ctx->slot_lock, flags);
-	__clear_bit(slot, ctx->slot_used);
-	spin_unlock_irqrestore(&ctx->slot_lock, flags);
+/* Live allocations of @ctx: its slots taken. */
+unsigned long twostep_slots_used(struct twostep_ctx *ctx)
+{
+	return bitmap_weight(ctx->slot_used, TWOSTEP_SLOTS);
 }
 
 /*
  * A free slot, its page of pointers allocated, or -1 when the device has
- * TWOSTEP_SLOTS live allocations (or no memory for the page).
+ * TWOSTEP_SLOTS live allocations (or no memory for the page). No lock: a
+ * slot is taken with one atomic test-and-set; a caller that lost the race
+ * for it looks further on, a bounded number of times.
  */
 int twostep_slot_get(struct twostep_ctx *ctx, gfp_t gfp)
 {
 	struct twostep_alloc __rcu **page, **fresh;
-	unsigned long flags;
-	unsigned int slot;
+	unsigned int slot, from = READ_ONCE(ctx->slot_next), tries;
 
-	spin_lock_irqsave(&ctx->slot_lock, flags);
-	slot = find_next_zero_bit(ctx->slot_used, TWOSTEP_SLOTS,
-				  ctx->slot_next);
-	if (slot >= TWOSTEP_SLOTS)
-		slot = find_first_zero_bit(ctx->slot_used, TWOSTEP_SLOTS);
-	if (slot < TWOSTEP_SLOTS) {
-		__set_bit(slot, ctx->slot_used);
-		ctx->slot_next = slot + 1;
+	for (tries = 0; tries < 64; tries++) {
+		slot = find_next_zero_bit(ctx->slot_used, TWOSTEP_SLOTS,
+					  from % TWOSTEP_SLOTS);
+		if (slot >= TWOSTEP_SLOTS)
+			slot = find_first_zero_bit(ctx->slot_used,
+						   TWOSTEP_SLOTS);
+		if (slot >= TWOSTEP_SLOTS)
+			return -1;
+		if (!test_and_set_bit_lock(slot, ctx->slot_used))
+			break;
+		from = slot + 1;
 	}
-	spin_unlock_irqrestore(&ctx->slot_lock, flags);
-	if (slot >= TWOSTEP_SLOTS)
+	if (tries == 64)
 		return -1;
+	/* the round robin's hint; racing updates only move it */
+	WRITE_ONCE(ctx->slot_next, slot + 1);
 	page = READ_ONCE(ctx->slot_page[slot / TWOSTEP_SLOTS_PER_PAGE]);
 	if (!page) {
 		fresh = (void *)get_zeroed_page(gfp | __GFP_NOWARN);

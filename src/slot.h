@@ -14,6 +14,7 @@ struct device;
 
 int twostep_slot_get(struct twostep_ctx *ctx, gfp_t gfp);
 void twostep_slot_put(struct twostep_ctx *ctx, unsigned int slot);
+unsigned long twostep_slots_used(struct twostep_ctx *ctx);
 void twostep_slot_hint_load(struct twostep_ctx *ctx);
 void twostep_slot_hint_keep(struct twostep_ctx *ctx);
 void twostep_slot_hint_drop(struct device *dev);
