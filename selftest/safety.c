@@ -927,6 +927,64 @@ static int case_give_back(struct ts *t)
 	return 0;
 }
 
+/*
+ * Room kept in the per-CPU caches of freed ranges is not lost: with a
+ * 32-bit mask, fill the device's space with 2 MiB ranges and any room
+ * left with 1 MiB ones, free two of the 2 MiB ranges on this CPU (they go
+ * to its cache), and a 1 MiB range must still be had, from a call that
+ * cannot grow the reservation (preemption off). A cache that kept its
+ * ranges from an allocation that finds no room makes it fail.
+ */
+#define CR_MAX	1024	/* 2 GiB of 2 MiB ranges, more than 32 bits hold */
+
+static int case_cache_room(struct ts *t)
+{
+	struct twostep_iova_state *st, one;
+	u64 mask = dma_get_mask(t->dev);
+	unsigned int n, m, i;
+	bool got;
+
+	st = kcalloc(2 * CR_MAX, sizeof(*st), GFP_KERNEL);
+	if (!TS_EXPECT(t, st, "memory"))
+		return 0;
+	if (!TS_EXPECT(t, !dma_set_mask(t->dev, DMA_BIT_MASK(32)),
+		       "32-bit mask"))
+		goto out_free;
+	twostep_detach(t->dev);
+	for (n = 0; n < CR_MAX; n++)
+		if (!twostep_iova_try_alloc(t->dev, &st[n], 0, SZ_2M))
+			break;
+	for (m = CR_MAX; m < 2 * CR_MAX; m++)
+		if (!twostep_iova_try_alloc(t->dev, &st[m], 0, SZ_1M))
+			break;
+	if (!TS_EXPECT(t, n > 2 && n < CR_MAX && m < 2 * CR_MAX,
+		       "%u ranges of 2 MiB, %u of 1 MiB fill the space", n,
+		       m - CR_MAX))
+		goto out_release;
+	preempt_disable();
+	twostep_iova_free(t->dev, &st[--n]);
+	twostep_iova_free(t->dev, &st[--n]);
+	got = twostep_iova_try_alloc(t->dev, &one, 0, SZ_1M);
+	preempt_enable();
+	ts_diag("cache room: %u ranges of 2 MiB and %u of 1 MiB filled the space",
+		n + 2, m - CR_MAX);
+	ts_diag("cache room: a 1 MiB range after two 2 MiB ones were freed: %s",
+		got ? "had" : "refused");
+	TS_EXPECT(t, got, "no 1 MiB range though 4 MiB were freed");
+	if (got)
+		twostep_iova_free(t->dev, &one);
+out_release:
+	for (i = 0; i < n; i++)
+		twostep_iova_free(t->dev, &st[i]);
+	for (i = CR_MAX; i < m; i++)
+		twostep_iova_free(t->dev, &st[i]);
+	twostep_detach(t->dev);
+	dma_set_mask(t->dev, mask);
+out_free:
+	kfree(st);
+	return 0;
+}
+
 /* ---- lifecycle edges ---- */
 
 static int case_lifecycle_edges(struct ts *t)
@@ -1252,6 +1310,7 @@ const struct ts_case ts_safety_cases[] = {
 	{ "link_vs_destroy", case_link_vs_destroy, true },
 	{ "fuzz", case_fuzz, true },
 	{ "give_back", case_give_back, true },
+	{ "cache_room", case_cache_room, true },
 	{ "atomic_contexts", case_atomic_contexts, true },
 	{ "detach_races", case_detach_races, true },
 	{ "hmm_bitmap", case_hmm_bitmap, true },

@@ -408,6 +408,7 @@ static void twostep_pcpu_drain(struct twostep_ctx *ctx)
 unsigned long twostep_iova_get(struct twostep_ctx *ctx, unsigned long nr,
 			       bool may_sleep, struct twostep_chunk **chunkp)
 {
+	bool drained = false;
 	unsigned long pfn;
 	unsigned int seen;
 	u64 want;
@@ -420,6 +421,12 @@ unsigned long twostep_iova_get(struct twostep_ctx *ctx, unsigned long nr,
 		pfn = twostep_chunk_alloc(ctx, nr, chunkp);
 		if (pfn)
 			return pfn;
+		/* the room missing may sit in the per-CPU caches: once */
+		if (!drained) {
+			drained = true;
+			twostep_pcpu_drain(ctx);
+			continue;
+		}
 		want = (u64)nr << ctx->shift;
 		if (!may_sleep) {
 			/* keep the largest request that is waiting */

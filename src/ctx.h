@@ -65,7 +65,8 @@ struct twostep_chunk {
  * caches (which twostep's chunks also use) leave out, and what GPU faults
  * and large requests allocate and free over and over. At most
  * TWOSTEP_PCPU_BYTES of IOVA per CPU and size; drained by the give-back
- * worker.
+ * worker, and by an allocation that finds no room (as the kernel's own
+ * caches are flushed then).
  */
 #define TWOSTEP_PCPU_MIN_ORDER	6
 #define TWOSTEP_PCPU_ORDERS	4

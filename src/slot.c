@@ -2,8 +2,9 @@
 /*
  * twostep: the slot table of a context. Every live allocation of a device
  * has a slot number, handed out round robin without a lock; its pointer
- * lives in pages of the table allocated on demand. The round robin goes on across the
- * contexts of one device (the slot hints). Calls nothing of twostep's.
+ * lives in pages of the table allocated on demand. The round robin goes
+ * on across the contexts of one device (the slot hints). Calls nothing of
+ * twostep's.
  */
 #include <linux/bitmap.h>
 #include <linux/device.h>
