@@ -107,14 +107,39 @@ ts_bench_rows() {
 # The workloads' figures (the self-test's "# workload", "# smp" and
 # "# profile contig" lines) of one bench configuration, as CSV rows of
 # TS_BENCH_WORK_HEADER on stdout: svm_fault in us per fault, block in ns per
-# request (n: segments), smp_one and smp_two in ranges per second (n: the
-# range's bytes), try_alloc, contig_link and contig_destroy in ns per call
-# (n: pages of the contiguous range).
+# request (n: segments), odp in ns per invalidation of a region (n: its
+# entries) and odp_inval in IOTLB invalidations per invalidation (counted
+# from QEMU's trace between the guest's markers), smp_one and smp_two in
+# ranges per second (n: the range's bytes), try_alloc, contig_link and
+# contig_destroy in ns per call (n: pages of the contiguous range).
 TS_BENCH_WORK_HEADER="mode,workload,method,n,value,unit,accel"
 ts_bench_work_rows() {
 	local cfg=$1 mode=${1#bench-} accel
 	mode=${mode%@*}
 	accel=$(ts_boot_accel "$cfg")
+	# the odp phases: markers 0x55MMRRPP, invalidations in between
+	awk -v mode="$mode" -v accel="${accel%% *}" '
+	function hex(s,   i, c, v) {
+		v = 0; s = tolower(s); sub(/^0x/, "", s)
+		for (i = 1; i <= length(s); i++) {
+			c = index("0123456789abcdef", substr(s, i, 1)) - 1
+			v = v * 16 + c
+		}
+		return v
+	}
+	BEGIN { split("twostep_range twostep_entries native_entries", name, " ") }
+	/^pci_cfg_write edu / && /@0x40 <- 0x55/ {
+		v = hex($NF); m = int(v / 65536) % 256 + 1; ph = v % 256
+		if (ph == 0) { cur = m; calls[m]++ } else cur = 0
+		next
+	}
+	/^vtd_inv_desc_iotlb_/ && cur { inval[cur]++ }
+	END {
+		for (m = 1; m <= 3; m++)
+			if (calls[m])
+				printf "%s,odp_inval,%s,-,%.2f,invalidations,%s\n",
+					mode, name[m], inval[m] / calls[m], accel
+	}' "$TS_RESULTS/$cfg.trace"
 	ts_console "$TS_RESULTS/$cfg.log" | awk -v mode="$mode" \
 		-v accel="${accel%% *}" -v prefix="$TS_KTAP_PREFIX" '
 	function kv(s,   n, i, p) {
@@ -129,6 +154,7 @@ ts_bench_work_rows() {
 	{ line = substr($0, index($0, prefix "# ") + length(prefix) + 2) }
 	line ~ /^workload svm_fault / { kv(line); row("svm_fault", f["method"], f["n"], f["us"], "us") }
 	line ~ /^workload block / { kv(line); row("block", f["method"], f["n"], f["ns"], "ns") }
+	line ~ /^workload odp / { kv(line); row("odp", f["method"], f["n"], f["ns"], "ns") }
 	line ~ /^smp method=/ {
 		kv(line)
 		row("smp_one", f["method"], f["size"], f["one"], "ranges/s")
@@ -201,6 +227,14 @@ ts_bench_goals() {
 			goal("two threads, 16 KiB ranges per second, twostep/native", ratio(w["smp_two", "twostep", 16384], w["smp_two", "native", 16384]), 1, 0)
 			goal("two threads, 2 MiB ranges per second, twostep/native", ratio(w["smp_two", "twostep", 2097152], w["smp_two", "native", 2097152]), 1, 0)
 		}
+		for (k in w) { split(k, p, SUBSEP); if (p[1] == "odp" && p[2] == "twostep_range") on = p[3] }
+		if (on != "") {
+			ref = native ? "native_entries" : "twostep_entries"
+			printf "- %s, ODP invalidation of %d entries (informational): the twostep range unmap %s ns against %s ns per entry (%s): %.2f of the time; IOTLB invalidations %s against %s\n",
+				mode, on, w["odp", "twostep_range", on], w["odp", ref, on], ref,
+				ratio(w["odp", "twostep_range", on], w["odp", ref, on]) + 0,
+				w["odp_inval", "twostep_range", "-"], w["odp_inval", ref, "-"]
+		}
 		for (s = 16384; s <= 2097152; s *= 128)
 			if (w["smp_one", "twostep", s] > 0)
 				printf "- %s, %d KiB ranges, two threads / one (informational): twostep %.2f%s\n", mode, s / 1024,
@@ -254,6 +288,12 @@ ts_bench_headline() {
 			printf "\n"
 			if (n == 16) n = 8
 		}
+		printf "| ODP invalidation of a region (range / per entry) |"
+		for (i = 1; i <= nm; i++) {
+			for (k in w) { split(k, p, SUBSEP); if (p[1] == md[i] && p[2] == "odp" && p[3] == "twostep_range") on = p[4] }
+			printf " %s |", r(w[md[i], "odp", "twostep_range", on], w[md[i], "odp", native ? "native_entries" : "twostep_entries", on])
+		}
+		printf "\n"
 		if (native) {
 			printf "| two threads, 16 KiB ranges per second |"
 			for (i = 1; i <= nm; i++) printf " %s |", r(w[md[i], "smp_two", "twostep", 16384], w[md[i], "smp_two", "native", 16384])

@@ -17,8 +17,17 @@
  * - smp: one thread per CPU doing try_alloc + link + sync + destroy of
  *   16 KiB (4 scattered pages) and of 2 MiB (one contiguous link) ranges;
  *   ranges per second with one thread and with two.
+ * - odp: an on-demand-paging region of 512 entries, about half of them
+ *   mapped in scattered runs, invalidated as one range: twostep's range
+ *   unmap (one IOTLB flush) against per-entry unmaps as upstream's
+ *   drivers do them (twostep's own and, on 7.x, the kernel's
+ *   hmm_dma_unmap_pfn()); ns per invalidation. The phases are marked in
+ *   edu's config space so that the host counts the IOTLB invalidations
+ *   QEMU made in each.
  */
 #include <linux/completion.h>
+#include <linux/hmm.h>
+#include <linux/pci.h>
 #include <linux/dma-mapping.h>
 #include <linux/iommu.h>
 #include <linux/kthread.h>
@@ -31,6 +40,11 @@
 
 #include "kcompat.h"
 #include "helpers.h"
+
+#if TS_HAVE_NATIVE
+#include <linux/hmm-dma.h>
+#include <linux/pci-p2pdma.h>
+#endif
 
 #define WL_SVM_PAGES	512
 #define WL_BLOCK_BATCH	32	/* requests per timed batch */
@@ -387,6 +401,121 @@ static void wl_smp(struct wl *w)
 	}
 }
 
+/* ---- odp: invalidation of a mirrored range ---- */
+
+#define WL_ODP_MARK_REG		0x40	/* the benchmark's marker dword */
+#define WL_ODP_MARK_MAGIC	0x55000000u
+
+enum wl_odp_method { WL_ODP_RANGE, WL_ODP_ENTRIES, WL_ODP_NATIVE, WL_ODP_NR };
+
+static const char *const wl_odp_names[WL_ODP_NR] = {
+	"twostep_range", "twostep_entries", "native_entries",
+};
+
+/* Phase 0 starts, 1 ends the invalidation of @m in repetition @rep. */
+static void wl_odp_mark(struct wl *w, enum wl_odp_method m, unsigned int rep,
+			unsigned int phase)
+{
+	pci_write_config_dword(w->t->edu->pdev, WL_ODP_MARK_REG,
+			       WL_ODP_MARK_MAGIC | m << 16 | rep << 8 | phase);
+}
+
+/* Entry @i of @n is mapped: runs of 1 to 16 with gaps of 1 to 16. */
+static void wl_odp_pattern(unsigned long *want, unsigned int n)
+{
+	unsigned int i = 0, len;
+	u32 seed = 0x0d9;
+
+	bitmap_zero(want, n);
+	while (i < n) {
+		len = 1 + ts_rand(&seed) % 16;
+		bitmap_set(want, i, min(len, n - i));
+		i += len + 1 + ts_rand(&seed) % 16;
+	}
+}
+
+/* Map the entries of @want with @m, untimed; time their invalidation. */
+static u64 wl_odp_one(struct wl *w, enum wl_odp_method m, unsigned int n,
+		      const unsigned long *want, unsigned int rep)
+{
+	struct twostep_hmm_dma_map map;
+#if TS_HAVE_NATIVE
+	struct pci_p2pdma_map_state p2p = { };
+	struct hmm_dma_map nmap;
+#endif
+	unsigned int i, done = 0, mapped = 0;
+	u64 t0 = 0, t1 = 0;
+
+	if (m == WL_ODP_NATIVE) {
+#if TS_HAVE_NATIVE
+		if (hmm_dma_map_alloc(w->dev, &nmap, n, PAGE_SIZE)) {
+			w->errors++;
+			return 0;
+		}
+		for_each_set_bit(i, want, n) {
+			nmap.pfn_list[i] = page_to_pfn(w->pages[i]) |
+					   HMM_PFN_VALID;
+			mapped += hmm_dma_map_pfn(w->dev, &nmap, i, &p2p) !=
+				  DMA_MAPPING_ERROR;
+		}
+		wl_odp_mark(w, m, rep, 0);
+		t0 = ktime_get_ns();
+		for (i = 0; i < n; i++)
+			done += hmm_dma_unmap_pfn(w->dev, &nmap, i);
+		t1 = ktime_get_ns();
+		wl_odp_mark(w, m, rep, 1);
+		hmm_dma_map_free(w->dev, &nmap);
+#endif
+	} else {
+		if (twostep_hmm_dma_map_alloc(w->dev, &map, n, PAGE_SIZE)) {
+			w->errors++;
+			return 0;
+		}
+		for_each_set_bit(i, want, n) {
+			map.pfn_list[i] = page_to_pfn(w->pages[i]) |
+					  HMM_PFN_VALID;
+			mapped += twostep_hmm_dma_map_pfn(w->dev, &map, i) !=
+				  DMA_MAPPING_ERROR;
+		}
+		wl_odp_mark(w, m, rep, 0);
+		t0 = ktime_get_ns();
+		if (m == WL_ODP_RANGE)
+			done = twostep_hmm_dma_unmap_range(w->dev, &map, 0, n);
+		else
+			for (i = 0; i < n; i++)
+				done += twostep_hmm_dma_unmap_pfn(w->dev, &map,
+								  i);
+		t1 = ktime_get_ns();
+		wl_odp_mark(w, m, rep, 1);
+		twostep_hmm_dma_map_free(w->dev, &map);
+	}
+	/* every entry mapped, and every one of them unmapped */
+	if (mapped != bitmap_weight(want, n) || done != mapped)
+		w->errors++;
+	return t1 - t0;
+}
+
+static void wl_odp(struct wl *w)
+{
+	DECLARE_BITMAP(want, WL_SVM_PAGES);
+	unsigned int n = w->npages, rep, m;
+
+	wl_odp_pattern(want, n);
+	for (rep = 0; rep < w->reps; rep++)
+		for (m = 0; m < WL_ODP_NR; m++) {
+			enum wl_odp_method mm = (m + rep) % WL_ODP_NR;
+
+			if (mm != WL_ODP_NATIVE || TS_HAVE_NATIVE)
+				w->v[mm][0][rep] = wl_odp_one(w, mm, n, want,
+							      rep);
+		}
+	for (m = 0; m < WL_ODP_NR; m++)
+		if (m != WL_ODP_NATIVE || TS_HAVE_NATIVE)
+			ktap_line("# workload odp method=%s n=%u mapped=%u reps=%u ns=%llu",
+				  wl_odp_names[m], n, bitmap_weight(want, n),
+				  w->reps, wl_median(w->v[m][0], w->reps));
+}
+
 /*
  * The workloads over @npages scattered pages and a physically contiguous
  * block of at least 2 MiB, @reps repetitions each.
@@ -410,6 +539,7 @@ void ts_bench_workloads(struct ts *t, struct page **pages,
 		goto out;
 	wl_svm_fault(w);
 	wl_block(w);
+	wl_odp(w);
 	wl_smp(w);
 	ktap_line("# workloads: svm_fault pages untranslated %lu, errors %u",
 		  w->untranslated, w->errors);
