@@ -935,7 +935,9 @@ static int case_give_back(struct ts *t)
  * cannot grow the reservation (preemption off). A cache that kept its
  * ranges from an allocation that finds no room makes it fail.
  */
-#define CR_MAX	1024	/* 2 GiB of 2 MiB ranges, more than 32 bits hold */
+/* 4 GiB of 2 MiB ranges and of 1 MiB ones: more than 32 bits hold */
+#define CR_MAX	((unsigned int)(SZ_4G / SZ_2M))
+#define CR_ALL	(CR_MAX + (unsigned int)(SZ_4G / SZ_1M))
 
 static int case_cache_room(struct ts *t)
 {
@@ -944,7 +946,7 @@ static int case_cache_room(struct ts *t)
 	unsigned int n, m, i;
 	bool got;
 
-	st = kcalloc(2 * CR_MAX, sizeof(*st), GFP_KERNEL);
+	st = kvcalloc(CR_ALL, sizeof(*st), GFP_KERNEL);
 	if (!TS_EXPECT(t, st, "memory"))
 		return 0;
 	if (!TS_EXPECT(t, !dma_set_mask(t->dev, DMA_BIT_MASK(32)),
@@ -954,10 +956,10 @@ static int case_cache_room(struct ts *t)
 	for (n = 0; n < CR_MAX; n++)
 		if (!twostep_iova_try_alloc(t->dev, &st[n], 0, SZ_2M))
 			break;
-	for (m = CR_MAX; m < 2 * CR_MAX; m++)
+	for (m = CR_MAX; m < CR_ALL; m++)
 		if (!twostep_iova_try_alloc(t->dev, &st[m], 0, SZ_1M))
 			break;
-	if (!TS_EXPECT(t, n > 2 && n < CR_MAX && m < 2 * CR_MAX,
+	if (!TS_EXPECT(t, n > 2 && n < CR_MAX && m < CR_ALL,
 		       "%u ranges of 2 MiB, %u of 1 MiB fill the space", n,
 		       m - CR_MAX))
 		goto out_release;
@@ -981,7 +983,7 @@ out_release:
 	twostep_detach(t->dev);
 	dma_set_mask(t->dev, mask);
 out_free:
-	kfree(st);
+	kvfree(st);
 	return 0;
 }
 
