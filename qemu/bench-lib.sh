@@ -251,11 +251,9 @@ ts_bench_headline() {
 	function r(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "-" : sprintf("%.2f", a / b) }
 	FNR == 1 { file++; next }
 	file == 1 { map[$1, $2, $3] = $5; unmap[$1, $2, $3] = $8; next }
-	{ w[$1, $2, $3, $4] = $5 }
+	{ w[$1, $2, $3, $4] = $5; if ($3 == "native") native = 1 }
 	END {
 		nm = split(modes, md, " ")
-		native = 0
-		for (k in map) { split(k, p, SUBSEP); if (p[2] == "native") native = 1 }
 		ref = native ? "native" : "classic"
 		printf "| workload (twostep / %s) |", ref
 		for (i = 1; i <= nm; i++) printf " %s |", md[i]
@@ -479,6 +477,38 @@ EOF
 	return $rc
 }
 
+# The MODES given that translate DMA (all but pt), on stdout.
+ts_bench_translating() {
+	local mode
+	for mode in "$@"; do
+		[ "$mode" = pt ] || echo "$mode"
+	done
+}
+
+# Passthrough: each workload's time with twostep (and native) over that of
+# the classic DMA API, from workloads.csv, one line each.
+ts_bench_pt_lines() {
+	awk -F, '
+	function r(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "" : sprintf("%.2f", a / b) }
+	NR > 1 && $1 == "pt" { w[$2, $3, $4] = $5; if ($3 == "native") native = 1 }
+	END {
+		if (("svm_fault", "classic", 512) in w)
+			printf "- pt, GPU SVM fault of 512 pages: twostep %s%s\n",
+				r(w["svm_fault", "twostep", 512], w["svm_fault", "classic", 512]),
+				native ? ", native " r(w["svm_fault", "native", 512], w["svm_fault", "classic", 512]) : ""
+		else
+			print "- pt, GPU SVM fault: not in this run"
+		for (n = 1; n <= 32; n *= 2)
+			if (("block", "classic", n) in w)
+				printf "- pt, block request of %d segment(s): twostep %s%s\n", n,
+					r(w["block", "twostep", n], w["block", "classic", n]),
+					native ? ", native " r(w["block", "native", n], w["block", "classic", n]) : ""
+		if (native && ("smp_one", "native", 16384) in w)
+			printf "- pt, 16 KiB ranges per second, one thread, twostep/native: %s\n",
+				r(w["smp_one", "twostep", 16384], w["smp_one", "native", 16384])
+	}' "$1"
+}
+
 # The benchmark pipeline of `make bench` and of the suite's bench-smoke
 # tier: boot bench-<mode> for each MODE (strict, lazy, cm) with
 # TS_BENCH_REPS and TS_BENCH_MAX_N, then write DIR/bench.csv, bench.md and
@@ -491,8 +521,8 @@ ts_bench_run() {
 	[ $# -gt 0 ] || ts_die "ts_bench_run: no benchmark mode given"
 	for mode in "$@"; do
 		case "$mode" in
-		strict|lazy|cm) ;;
-		*) ts_die "unknown benchmark mode '$mode' (have: strict lazy cm)" ;;
+		strict|lazy|cm|pt) ;;
+		*) ts_die "unknown benchmark mode '$mode' (have: strict lazy cm pt)" ;;
 		esac
 	done
 	ts_need_packages gnuplot-nox
@@ -534,18 +564,31 @@ ts_bench_run() {
 		echo
 		echo "## Against the targets"
 		echo
-		for mode in "$@"; do ts_bench_goals "$csv" "$work" "$mode"; done
+		for mode in $(ts_bench_translating "$@"); do
+			ts_bench_goals "$csv" "$work" "$mode"
+		done
 		echo
 		echo "Earlier targets (against the classic DMA API and the floor):"
 		echo
-		for mode in "$@"; do ts_bench_targets "$csv" "$mode"; done
+		for mode in $(ts_bench_translating "$@"); do
+			ts_bench_targets "$csv" "$mode"
+		done
+		if [[ " $* " == *" pt "* ]]; then
+			echo
+			echo "## Passthrough: what the API costs where it cannot help"
+			echo
+			echo "With iommu=pt the device's DMA is not translated: try_alloc says no (twostep's and the kernel's alike) and each workload takes the fallback a driver takes, the classic DMA API page by page. Time of each method over that of the classic DMA API alone, in the same guest run:"
+			echo
+			ts_bench_pt_lines "$work"
+		fi
 		ts_bench_markdown "$csv"
 		ts_bench_work_markdown "$work"
 	} >"$dir/bench.md"; then
 		ts_log "benchmark: writing $dir/bench.md failed"
 		status=1
 	fi
-	for mode in "$@"; do
+	# passthrough has no per-page table to plot
+	for mode in $(ts_bench_translating "$@"); do
 		if ! ts_bench_plot "$csv" "$dir/bench-$mode.png" "$mode"; then
 			ts_log "benchmark: plotting $dir/bench-$mode.png failed"
 			status=1
@@ -562,7 +605,7 @@ ts_bench_run() {
 	sed -n '/^## Against the targets/,/^Earlier targets/p' \
 		"$dir/bench.md" 2>/dev/null | grep '^- ' || true
 	printf 'results: %s, %s, %s' "$csv" "$work" "$dir/bench.md"
-	for mode in "$@"; do
+	for mode in $(ts_bench_translating "$@"); do
 		printf ', %s, %s' "$dir/bench-$mode.png" "$dir/bench-$mode-ratio.png"
 	done
 	echo
@@ -574,7 +617,20 @@ ts_bench_run() {
 # per twostep unmap call (counted by QEMU, not timed). Prints
 # twostep-check style lines and "passed failed" last.
 ts_bench_smoke_checks() {
-	local cfg=$1 rows
+	local cfg=$1 rows n
+	if [[ "$cfg" == bench-pt* ]]; then
+		# the fallback was taken, as the guest counted it
+		n=$(ts_console "$TS_RESULTS/$cfg.log" |
+			sed -n 's/.*# workloads: .* fallbacks \([0-9]*\).*/\1/p')
+		if [ "${n:-0}" -gt 0 ]; then
+			printf '  %-9s ok   %s\n' bench "bench_pt_fallback_taken ($n)"
+			echo "1 0"
+		else
+			printf '  %-9s FAIL %s\n' bench "bench_pt_fallback_taken (${n:-no count})"
+			echo "0 1"
+		fi
+		return
+	fi
 	rows=$(ts_bench_rows "$cfg")
 	awk -F, -v methods="$TS_BENCH_METHODS" -v sizes="$(ts_bench_sizes)" '
 	function check(ok, name) {
@@ -648,6 +704,10 @@ ts_bench_output_checks() {
 	ts_bench_check "$([ -s "$csv" ] && [ "$(head -n 1 "$csv")" = "$TS_BENCH_CSV_HEADER" ] && echo 1)" \
 		"bench_csv_header ($csv)"
 	for mode in "$@"; do
+		if [ "$mode" = pt ]; then
+			ts_bench_pt_output_checks "$dir"
+			continue
+		fi
 		# the accelerator its guest ran under, as its rows must say
 		accel=$(ts_cfg_accel "$(ts_bench_cfg "$mode")")
 		accel=${accel%% *}
@@ -736,6 +796,35 @@ ts_bench_output_checks() {
 			"bench_md_targets_$mode ($(grep -E "^- $mode: [0-9]+ of" "$md" 2>/dev/null || echo 'no tally'); $res lines without a verdict)"
 	done
 	echo "$pass $fail"
+}
+
+# ts_bench_output_checks for the passthrough mode, whose guest times the
+# workloads only: no rows of pt in bench.csv and no plot of it; in
+# workloads.csv one-segment block requests and both throughputs of every
+# method, each positive; its section in bench.md, a ratio on each line.
+ts_bench_pt_output_checks() {
+	local dir=$1 res
+	res=$(awk -F, 'NR > 1 && $1 == "pt"' "$dir/bench.csv" 2>/dev/null | wc -l)
+	ts_bench_check "$([ "$res" = 0 ] && [ ! -e "$dir/bench-pt.png" ] && echo 1)" \
+		"bench_csv_no_table_pt ($res rows; passthrough has no page table to time)"
+	res=$(awk -F, -v native="$([ "$TS_BENCH_KERNEL" = 7.3 ] && echo 1)" '
+	NR > 1 && $1 == "pt" && $5 > 0 { have[$2, $3, $4] = 1 }
+	END {
+		nm = split(native ? "twostep native" : "twostep", mm, " ")
+		want = 1; got = have["block", "classic", 1]
+		for (i = 1; i <= nm; i++) {
+			want += 3
+			got += have["smp_one", mm[i], 16384] + have["smp_two", mm[i], 16384]
+			got += have["block", mm[i], 1]
+		}
+		printf "%d/%d\n", got, want
+	}' "$dir/workloads.csv" 2>/dev/null || echo "0/1")
+	ts_bench_check "$([ "${res%/*}" = "${res#*/}" ] && echo 1)" \
+		"bench_workloads_csv_pt ($res figures: one-segment requests of every method and classic, 16 KiB throughput of one and two threads)"
+	res=$(sed -n '/^## Passthrough/,/^#/p' "$dir/bench.md" 2>/dev/null |
+		grep -cE '^- pt, block request of 1 segment\(s\): twostep [0-9]+\.[0-9]{2}')
+	ts_bench_check "$([ "$res" = 1 ] && echo 1)" \
+		"bench_md_pt (the passthrough section's one-segment line with its ratio: $res)"
 }
 
 # "WIDTHxHEIGHT IEND" of a whole PNG file, or what is wrong with it.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# The benchmark: boot the Intel vIOMMU guest in strict mode, lazy mode and
+# The benchmark: boot the Intel vIOMMU guest in strict mode, lazy mode,
 # with caching-mode=on (one vCPU, QEMU tracing IOTLB invalidations; KVM
 # where /dev/kvm works, else TCG, TWOSTEP_ACCEL forces one) on
 # TS_BENCH_KERNEL (default 7.3, whose own dma_iova_* is timed beside
@@ -10,7 +10,7 @@
 #   bench-<mode>.png
 # Figures are reported, never asserted. TS_BENCH_REPS (default 9) and
 # TS_BENCH_MAX_N (default 4096) size the run; TS_BENCH_MODES (default
-# "strict lazy cm") picks the modes. The suite's bench-smoke tier runs the
+# "strict lazy cm pt") picks the modes. The suite's bench-smoke tier runs the
 # same pipeline (ts_bench_run), small. See doc/benchmarks.md.
 #
 #   qemu/bench.sh --compare OLD.csv NEW.csv
@@ -35,4 +35,4 @@ ts_use_kernel "$TS_BENCH_KERNEL"
 ts_build_modules
 ts_build_initramfs
 # shellcheck disable=SC2086 # a list of modes
-ts_bench_run "$TS_RESULTS/bench" ${TS_BENCH_MODES:-strict lazy cm}
+ts_bench_run "$TS_RESULTS/bench" ${TS_BENCH_MODES:-strict lazy cm pt}

@@ -306,20 +306,22 @@ ts_config() {
 	none)
 		TS_QEMU_ARGS=(-machine q35)
 		TS_EXPECT_API=0 TS_EDU_BITS=40 TS_SUMMARIES="" ;;
-	bench-strict|bench-lazy|bench-cm)
+	bench-strict|bench-lazy|bench-cm|bench-pt)
 		# benchmark mode, QEMU tracing the IOTLB invalidations and
 		# the guest's phase markers; two vCPUs, for the two-thread
-		# throughput (the rest runs on one of them)
-		local cm=off strict=1
+		# throughput (the rest runs on one of them); bench-pt: the
+		# device in passthrough, where the two-step calls fall back
+		local cm=off iommu="iommu.strict=1" api=1
 		[ "$1" = bench-cm ] && cm=on
-		[ "$1" = bench-lazy ] && strict=0
+		[ "$1" = bench-lazy ] && iommu="iommu.strict=0"
+		[ "$1" = bench-pt ] && iommu="iommu=pt" api=0
 		TS_QEMU_ARGS+=(-device "intel-iommu,intremap=on,caching-mode=$cm"
 			-trace enable=pci_cfg_write
 			-trace "enable=vtd_inv_desc_iotlb_*"
 			-D "$TS_RESULTS/$cfgname.trace")
 		local reps=${TS_BENCH_REPS:-9} maxn=${TS_BENCH_MAX_N:-4096}
-		TS_APPEND="intel_iommu=on iommu.strict=$strict ts_params=bench=1:bench_reps=$reps:bench_max_n=$maxn"
-		TS_EXPECT_API=1 TS_SMP=2 TS_SUMMARIES="" TS_EXAMPLE=0 ;;
+		TS_APPEND="intel_iommu=on $iommu ts_params=bench=1:bench_reps=$reps:bench_max_n=$maxn"
+		TS_EXPECT_API=$api TS_SMP=2 TS_SUMMARIES="" TS_EXAMPLE=0 ;;
 	*)
 		return 1 ;;
 	esac

@@ -83,7 +83,7 @@ done
 # once with BENCH_KERNEL=6.1, into $TS_RESULTS/bench-smoke[@6.1]
 boots=("${quick[@]}")
 [ "$bench" = 1 ] && boots+=(bench-smoke bench-smoke@6.1)
-TS_BENCH_REPS=2 TS_BENCH_MAX_N=16 TS_BENCH_MODES=strict
+TS_BENCH_REPS=2 TS_BENCH_MAX_N=16 TS_BENCH_MODES="strict pt"
 
 start=$SECONDS
 passed=0 failed=0 skipped=0

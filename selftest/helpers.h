@@ -75,6 +75,7 @@ struct task_struct *ts_kthread_on(int (*fn)(void *data), void *data,
 				  unsigned int cpu, const char *name);
 int ts_kthread_finish(struct completion *done);
 /* workloads.c, for the benchmark */
+bool ts_passthrough(struct device *dev);
 void ts_bench_workloads(struct ts *t, struct page **pages,
 			unsigned int npages, struct page *block,
 			unsigned int reps);
