@@ -19,13 +19,18 @@ export DEBIAN_FRONTEND=noninteractive
 say() { echo "twostep-guest: $*"; }
 step() { echo "twostep-step: $*"; }
 check() { say "check $1 $2"; echo "twostep-check: $2 $1"; }
-# Show a command and its output as it comes (also kept in /tmp/run.out);
-# keep its status in $rc.
+# Show a command and its output as it comes, each line with the guest's
+# uptime when it came (also kept in /tmp/run.out); keep its status in $rc.
+# The shell reads the pipe a line at a time (mawk would read it in blocks
+# and stamp a block's lines with one time); apt-get gets Dpkg::Use-Pty=0,
+# so that dpkg writes to this pipe itself, not through apt's pty.
 run() {
 	say "\$ $*"
 	{ "$@" 2>&1 </dev/null; echo $? >/tmp/run.rc; } | tee /tmp/run.out |
-		awk '{ getline up <"/proc/uptime"; close("/proc/uptime")
-			printf "  | [%7.1f] %s\n", up, $0; fflush() }'
+		while IFS= read -r line || [ -n "$line" ]; do
+			read -r up _ </proc/uptime
+			printf '  | [%7.1f] %s\n' "$up" "$line"
+		done
 	rc=$(cat /tmp/run.rc)
 	say "(exit $rc; guest uptime $(cut -d' ' -f1 /proc/uptime) s)"
 	return $rc
@@ -69,7 +74,7 @@ say "kernel $kver, twostep-dkms $ver, boot $phase"
 case "$phase" in
 1)
 	step "apt install ./$(basename "$deb") (DKMS builds twostep for $kver)"
-	cd "$src" && run apt-get install -y "./$(basename "$deb")"
+	cd "$src" && run apt-get -o Dpkg::Use-Pty=0 install -y "./$(basename "$deb")"
 	cd /
 	[ "$rc" -eq 0 ] && check apt_install_package ok ||
 		check apt_install_package FAIL
@@ -78,7 +83,7 @@ case "$phase" in
 	installed_here
 
 	step "kernel upgrade: apt install $(cd "$src/upgrade" && ls | sed 's/_.*//' | grep -E '^linux-(image|headers)-[0-9]' | tr '\n' ' ')(DKMS builds twostep by itself)"
-	run apt-get install -y "$src"/upgrade/*.deb
+	run apt-get -o Dpkg::Use-Pty=0 install -y "$src"/upgrade/*.deb
 	[ "$rc" -eq 0 ] && check kernel_upgrade_install ok ||
 		check kernel_upgrade_install FAIL
 	new=$(other_kernel)
@@ -111,7 +116,7 @@ case "$phase" in
 	installed_here
 
 	step "apt purge twostep-dkms"
-	run apt-get purge -y twostep-dkms
+	run apt-get -o Dpkg::Use-Pty=0 purge -y twostep-dkms
 	[ "$rc" -eq 0 ] && check apt_purge ok || check apt_purge FAIL
 	# Nothing of ours for any kernel: no source, no DKMS tree, no module,
 	# no line in the module indexes, no headers, no package state; only
