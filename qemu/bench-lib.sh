@@ -503,14 +503,15 @@ ts_bench_pt_lines() {
 				printf "- pt, block request of %d segment(s): twostep %s%s\n", n,
 					r(w["block", "twostep", n], w["block", "classic", n]),
 					native ? ", native " r(w["block", "native", n], w["block", "classic", n]) : ""
-		if (native && ("smp_one", "native", 16384) in w)
-			printf "- pt, 16 KiB ranges per second, one thread, twostep/native: %s\n",
-				r(w["smp_one", "twostep", 16384], w["smp_one", "native", 16384])
+		for (z = 16384; native && z <= 2097152; z *= 128)
+			if (("smp_one", "native", z) in w)
+				printf "- pt, %d KiB ranges per second, one thread, twostep/native: %s\n",
+					z / 1024, r(w["smp_one", "twostep", z], w["smp_one", "native", z])
 	}' "$1"
 }
 
 # The benchmark pipeline of `make bench` and of the suite's bench-smoke
-# tier: boot bench-<mode> for each MODE (strict, lazy, cm) with
+# tier: boot bench-<mode> for each MODE (strict, lazy, cm, pt) with
 # TS_BENCH_REPS and TS_BENCH_MAX_N, then write DIR/bench.csv, bench.md and
 # bench-<mode>.png. The modules and the initramfs must be built. Does not
 # rely on errexit (callers may run it under ||); returns 1 when a guest run
