@@ -474,7 +474,7 @@ static int case_bench(struct ts *t)
 
 	if (pt) {
 		/* nothing to translate: no page table to time */
-		ktap_line("# bench: passthrough, %u repetitions: workloads only, through the fallback",
+		ktap_line("# bench: passthrough, %u repetitions: workloads only",
 			  b->reps);
 		goto workloads;
 	}
