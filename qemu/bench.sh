@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # The benchmark: boot the Intel vIOMMU guest in strict mode, lazy mode,
-# with caching-mode=on (one vCPU, QEMU tracing IOTLB invalidations; KVM
+# with caching-mode=on and in passthrough (iommu=pt: the workloads only,
+# through the fallback) (two vCPUs, QEMU tracing IOTLB invalidations; KVM
 # where /dev/kvm works, else TCG, TWOSTEP_ACCEL forces one) on
 # TS_BENCH_KERNEL (default 7.3, whose own dma_iova_* is timed beside
 # twostep as "native"; 6.1 or 6.12 time twostep alone),

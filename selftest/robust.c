@@ -410,20 +410,18 @@ out_pages:
  * @linked (a link whose permission forbids the access, which translates
  * by design) the address must also not translate in the device's domain.
  * Returns true when the access was blocked. *@n counts the attempts of a
- * counted window of DMAR faults (see sec_pace()).
+ * window of DMAR faults the host counts, this one too, whatever happens.
  */
 static bool sec_attempt(struct ts *t, unsigned int *n, const char *what,
 			dma_addr_t addr, struct page *pg, bool write,
 			bool linked)
 {
-	u8 *buf = kmalloc(PAGE_SIZE, GFP_KERNEL), *before;
+	u8 *buf, *before;
 	bool blocked = false;
 	unsigned int mapped;
 	u32 i;
 	int ret;
 
-	if (!buf)
-		return false;
 	/*
 	 * The guest's DMAR fault handler logs at most 10 lines per 5 s and
 	 * spends three of them on each fault (the status, the record, the
@@ -433,6 +431,9 @@ static bool sec_attempt(struct ts *t, unsigned int *n, const char *what,
 	if (*n && *n % 3 == 0)
 		msleep(5100);
 	(*n)++;
+	buf = kmalloc(PAGE_SIZE, GFP_KERNEL);
+	if (!buf)
+		return false;
 	before = buf;
 	if (write) {
 		u8 src[256];
