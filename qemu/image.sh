@@ -187,7 +187,7 @@ ts_image_boot() {
 	echo "$accel" >"$TS_RESULTS/$name.accel"
 	# in a subshell whose children's CPU time is QEMU's, kept in
 	# $TS_RESULTS/$4.cpu (see ts_cpu)
-	( rc=0
+	( rc=0 qpid=
 	timeout --foreground -k 10 "${TS_DKMS_TIMEOUT:-3600}" \
 		qemu-system-x86_64 -accel "$accel" -m 2048 -smp "$smp" \
 		-display none -monitor none -serial stdio -no-reboot \
@@ -199,8 +199,13 @@ ts_image_boot() {
 		-drive file="$out",format=raw,if=virtio \
 		-kernel "$vmlinuz" -initrd "$initrd" \
 		-append "console=ttyS0 root=/dev/vda rw init=/usr/local/sbin/twostep-init loglevel=4 panic=-1 oops=panic intel_iommu=on iommu.strict=1 twostep_phase=$phase" \
-		</dev/null >"$TS_RESULTS/$name.log" 2>"$TS_RESULTS/$name.qemu.log" ||
-		rc=$?
+		</dev/null >"$TS_RESULTS/$name.log" 2>"$TS_RESULTS/$name.qemu.log" &
+	qpid=$!
+	ts_boot_watch "$TS_RESULTS/$name.log" "$qpid" 'twostep-guest: kernel ' \
+		"$TS_RESULTS/$name.hung"
+	wait "$qpid" || rc=$?
+	# stopped by the watch: a timeout
+	[ -s "$TS_RESULTS/$name.hung" ] && rc=124
 	times >"$TS_RESULTS/$name.cpu"
 	exit "$rc" )
 }
@@ -253,10 +258,10 @@ ts_kernel_name() {
 }
 
 # One boot of the flow (see ts_image_boot), booted again once when the
-# kernel dies before the guest's init ran (a TCG flake, see ts_boot); with
-# TS_FOLLOW=1 the guest's steps are shown as they come.
+# kernel dies or hangs before the guest's init ran (a TCG flake, see
+# ts_boot); with TS_FOLLOW=1 the guest's steps are shown as they come.
 ts_dkms_boot() {
-	local name=$4 rc=0 try
+	local name=$4 rc=0 try why
 	rm -f "$TS_RESULTS/$name.retried" "$TS_RESULTS/$name.boot1.log"
 	for try in 1 2; do
 		rc=0
@@ -271,13 +276,13 @@ ts_dkms_boot() {
 			ts_image_boot "$@" || rc=$?
 		fi
 		[ "$try" = 1 ] || break
-		if ! grep -aq 'twostep-guest: kernel ' "$TS_RESULTS/$name.log" &&
-			grep -aqE 'Oops|Kernel panic' "$TS_RESULTS/$name.log"; then
-			grep -aE -m 1 'Oops|Kernel panic' "$TS_RESULTS/$name.log" |
-				tr -d '\r' >"$TS_RESULTS/$name.retried"
+		why=$(ts_boot_early_death "$TS_RESULTS/$name.log" \
+			'twostep-guest: kernel ' "$TS_RESULTS/$name.hung")
+		if [ -n "$why" ]; then
+			echo "$why" >"$TS_RESULTS/$name.retried"
 			mv "$TS_RESULTS/$name.log" "$TS_RESULTS/$name.boot1.log"
 			[ "${TS_FOLLOW:-0}" = 1 ] &&
-				ts_say "  the kernel died before the guest's init ran; booting again"
+				ts_say "  the kernel died or hung before the guest's init ran; booting again"
 			continue
 		fi
 		break

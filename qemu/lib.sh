@@ -8,6 +8,9 @@ TS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TS_RESULTS=${TS_RESULTS:-$TS_ROOT/results}
 TS_CACHE=${TS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/twostep}
 TS_BOOT_TIMEOUT=${TS_BOOT_TIMEOUT:-600}
+# A guest whose init has not begun after this many seconds hung in early
+# boot (seen under TCG): it is stopped, and ts_boot boots it again.
+TS_BOOT_INIT_TIMEOUT=${TS_BOOT_INIT_TIMEOUT:-300}
 # TS_ICOUNT=shift=auto,sleep=off makes TCG skip the idle time of edu's
 # 100 ms DMA timer; it pays off with one vCPU only (TS_SMP=1), as icount
 # runs all vCPUs on one host thread: the default is 4 vCPUs, no icount.
@@ -470,22 +473,53 @@ ts_boot_accel() {
 	cat "$TS_RESULTS/$1.accel" 2>/dev/null || ts_accel
 }
 
+# Watch console LOG of the QEMU (or its timeout) of PID until MARKER, the
+# line its init prints first, shows: when it has not after
+# TS_BOOT_INIT_TIMEOUT seconds, write why into file HUNG and stop it.
+ts_boot_watch() {
+	local log=$1 pid=$2 marker=$3 hung=$4 t=0
+	rm -f "$hung"
+	while kill -0 "$pid" 2>/dev/null; do
+		grep -aq "$marker" "$log" 2>/dev/null && return 0
+		if [ "$t" -ge "$TS_BOOT_INIT_TIMEOUT" ]; then
+			echo "hung in early boot: no init after $t s, the console's last line: $(grep -a . "$log" 2>/dev/null | tail -n 1 | tr -d '\r' | cut -c1-100)" >"$hung"
+			kill "$pid" 2>/dev/null
+			return 0
+		fi
+		sleep 2
+		t=$((t + 2))
+	done
+}
+
+# Why the boot of console LOG died before MARKER (its init's first line):
+# an Oops or a panic, or what ts_boot_watch wrote into HUNG; nothing when
+# it did not.
+ts_boot_early_death() {
+	local log=$1 marker=$2 hung=$3
+	grep -aq "$marker" "$log" && return 0
+	if [ -s "$hung" ]; then
+		cat "$hung"
+	else
+		grep -aE -m 1 'Oops|Kernel panic' "$log" | tr -d '\r'
+	fi
+}
+
 # Boot one configuration; the console goes to $TS_RESULTS/<config>.log.
 # Returns QEMU's exit status (124 on timeout). Under TCG on a loaded host
-# Debian's kernel now and then dies while booting, long before our init
-# runs (an int3 Oops in text patching, a timer check panic): such a boot
-# is retried once, its console kept as <config>.boot1.log and the reason
-# in <config>.retried, which the report shows. A crash after our init
-# started is never retried.
+# Debian's kernel now and then dies or hangs while booting, long before
+# our init runs (an int3 Oops in text patching, a timer check panic, a
+# stop after the first second): such a boot is retried once, its console
+# kept as <config>.boot1.log and the reason in <config>.retried, which the
+# report shows. A crash after our init started is never retried.
 ts_boot() {
-	local cfg=$1 rc=0
+	local cfg=$1 rc=0 why
 	rm -f "$TS_RESULTS/$cfg.retried" "$TS_RESULTS/$cfg.boot1.log" \
 		"$TS_RESULTS/$cfg.trace" "$TS_RESULTS/$cfg.p2p"
 	ts_boot_once "$cfg" || rc=$?
-	if ! grep -aq 'twostep-harness: begin' "$TS_RESULTS/$cfg.log" &&
-		grep -aqE 'Oops|Kernel panic' "$TS_RESULTS/$cfg.log"; then
-		grep -aE -m 1 'Oops|Kernel panic' "$TS_RESULTS/$cfg.log" |
-			tr -d '\r' >"$TS_RESULTS/$cfg.retried"
+	why=$(ts_boot_early_death "$TS_RESULTS/$cfg.log" \
+		'twostep-harness: begin' "$TS_RESULTS/$cfg.hung")
+	if [ -n "$why" ]; then
+		echo "$why" >"$TS_RESULTS/$cfg.retried"
 		mv "$TS_RESULTS/$cfg.log" "$TS_RESULTS/$cfg.boot1.log"
 		rc=0
 		ts_boot_once "$cfg" || rc=$?
@@ -513,7 +547,13 @@ ts_boot_once() {
 		-kernel "$vmlinuz" \
 		-initrd "$TS_RESULTS/$krel/initramfs.cpio.gz" \
 		-append "console=ttyS0 panic=-1 oops=panic $TS_APPEND ts_expect=$TS_EXPECT_API ts_cases=${TWOSTEP_CASES:-$TS_CASES_DEFAULT}" \
-		</dev/null >"$log" 2>"$TS_RESULTS/$cfg.qemu.log" || rc=$?
+		</dev/null >"$log" 2>"$TS_RESULTS/$cfg.qemu.log" &
+	qpid=$!
+	ts_boot_watch "$log" "$qpid" 'twostep-harness: begin' \
+		"$TS_RESULTS/$cfg.hung"
+	wait "$qpid" || rc=$?
+	# stopped by the watch: a timeout
+	[ -s "$TS_RESULTS/$cfg.hung" ] && rc=124
 	times >"$TS_RESULTS/$cfg.cpu"
 	exit "$rc" )
 }

@@ -120,7 +120,7 @@ while read -r name ph rc; do
 	printf '%s\n' "$miss" | sed '$d'
 	f=$((f + $(printf '%s\n' "$miss" | tail -n 1)))
 	[ -s "$TS_RESULTS/$name.retried" ] &&
-		echo "  $name: the kernel died while booting, before the guest's init ran; booted again ($(cat "$TS_RESULTS/$name.retried"))"
+		echo "  $name: the kernel died or hung while booting, before the guest's init ran; booted again ($(cat "$TS_RESULTS/$name.retried"))"
 	acc="not booted"
 	[ "$rc" = none ] || acc=$(ts_boot_accel "$name")
 	echo "  $name: $p passed, $f failed, $s skipped ($acc, console: $TS_RESULTS/$name.log, QEMU status $rc, host CPU $(ts_cpu "$name") s)"
