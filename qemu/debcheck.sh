@@ -35,11 +35,11 @@ ts_debcheck_setup() {
 		bookworm "$tmp" "deb $uri bookworm main" \
 		"deb $uri bookworm-backports main" >"$log" 2>&1; then
 		tail -n 20 "$log" >&2
-		rm -rf "$tmp"
+		ts_chroot_remove "$tmp"
 		ts_die "mmdebstrap of the package check's chroot failed"
 	fi
 	touch "$tmp/.twostep-complete"
-	rm -rf "$TS_CACHE"/chroot-bookworm-dkms-*
+	ts_chroot_remove "$TS_CACHE"/chroot-bookworm-dkms-*
 	mv "$tmp" "$TS_DEBCHECK_ROOT"
 	mv "$log" "$TS_DEBCHECK_ROOT.log"
 }
@@ -100,7 +100,7 @@ ts_debcheck() {
 	out=$(grep '^twostep-check: ' "$log")
 	# anything but a clean purge: the next run starts from a new chroot
 	grep -q '^twostep-check: ok purge_leaves_nothing' "$log" ||
-		rm -rf "$root"
+		ts_chroot_remove "$root"
 	printf '%s\n' "$out" | awk '{ printf "  %-9s %s %s\n", "debcheck", ($2 == "ok" ? "ok  " : "FAIL"), $3 }'
 	# the checks every run must report: two kernels, one per kernel
 	printf '%s\n' "$out" | awk '

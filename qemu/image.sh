@@ -122,7 +122,7 @@ ts_image_build() {
 		"$TS_IMAGE_SUITE" "$tmp/root" "${sources[@]}" 2>&1 |
 		ts_stamp >&2
 		exit "${PIPESTATUS[0]}" ); then
-		rm -rf "$tmp"
+		ts_chroot_remove "$tmp"
 		ts_die "mmdebstrap failed"
 	fi
 	for line in "$tmp"/upgrade/linux-headers-*.deb; do
@@ -132,26 +132,26 @@ ts_image_build() {
 		esac
 	done | sort -V | tail -n 1 >"$tmp/upgrade-release"
 	[ -s "$tmp/upgrade-release" ] ||
-		{ rm -rf "$tmp"; ts_die "no upgrade kernel in $TS_IMAGE_SUITE-backports"; }
+		{ ts_chroot_remove "$tmp"; ts_die "no upgrade kernel in $TS_IMAGE_SUITE-backports"; }
 	install -m 0755 "$TS_ROOT/qemu/image-init" \
 		"$tmp/root/usr/local/sbin/twostep-init"
 	vmlinuz=$(find "$tmp/root/boot" -name 'vmlinuz-*' | sort -V | tail -n 1)
-	[ -n "$vmlinuz" ] || { rm -rf "$tmp"; ts_die "the image has no kernel"; }
+	[ -n "$vmlinuz" ] || { ts_chroot_remove "$tmp"; ts_die "the image has no kernel"; }
 	basename "$vmlinuz" | sed 's/^vmlinuz-//' >"$tmp/kernel-release"
 	cp "$vmlinuz" "$tmp/vmlinuz"
 	cp "$tmp/root/boot/initrd.img-$(cat "$tmp/kernel-release")" \
-		"$tmp/initrd.img" || { rm -rf "$tmp"; ts_die "the image has no initrd"; }
+		"$tmp/initrd.img" || { ts_chroot_remove "$tmp"; ts_die "the image has no initrd"; }
 	ts_log "VM image: writing the ext4 disk"
 	if ! mkfs.ext4 -q -F -L twostep-root -d "$tmp/root" \
 		"$tmp/disk.raw" "$TS_IMAGE_SIZE"; then
-		rm -rf "$tmp"
+		ts_chroot_remove "$tmp"
 		ts_die "mkfs.ext4 failed"
 	fi
-	rm -rf "$tmp/root"
+	ts_chroot_remove "$tmp/root"
 	touch "$tmp/complete"
 	# older images of this release only (other folders of the cache are
 	# not ours to remove)
-	rm -rf "$TS_CACHE/debian$TS_DEBIAN-image-"*
+	ts_chroot_remove "$TS_CACHE/debian$TS_DEBIAN-image-"*
 	mv "$tmp" "$TS_IMAGE"
 	ts_log "VM image: ready at $TS_IMAGE ($(cat "$TS_IMAGE/kernel-release"), upgrade kernel $(cat "$TS_IMAGE/upgrade-release"))"
 }

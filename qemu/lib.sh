@@ -8,6 +8,18 @@ TS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TS_RESULTS=${TS_RESULTS:-$TS_ROOT/results}
 TS_CACHE=${TS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/twostep}
 TS_BOOT_TIMEOUT=${TS_BOOT_TIMEOUT:-600}
+# Remove folders DIR... that are or were chroots: a proc left mounted in
+# one (a run killed while a command ran there) is unmounted first, and rm
+# never crosses into another file system.
+ts_chroot_remove() {
+	local d
+	for d in "$@"; do
+		[ -e "$d" ] || continue
+		umount "$d/proc" 2>/dev/null || true
+		rm -rf --one-file-system "$d"
+	done
+}
+
 # A guest whose init has not begun after this many seconds hung in early
 # boot (seen under TCG): it is stopped, and ts_boot boots it again.
 TS_BOOT_INIT_TIMEOUT=${TS_BOOT_INIT_TIMEOUT:-300}

@@ -21,7 +21,8 @@ ts_native_uri() {
 ts_chroot() {
 	local root=$1 rc=0
 	shift
-	mount -t proc proc "$root/proc"
+	# one left mounted by a killed run is used, then unmounted
+	mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
 	chroot "$root" "$@" || rc=$?
 	umount "$root/proc"
 	return "$rc"
@@ -49,7 +50,7 @@ ts_native_setup() {
 			"$tmp" "deb $uri $TS_NATIVE_SUITE main" \
 			"deb $uri $TS_NATIVE_SUITE-backports main" >"$log" 2>&1; then
 			tail -n 20 "$log" >&2
-			rm -rf "$tmp"
+			ts_chroot_remove "$tmp"
 			ts_die "mmdebstrap of $TS_NATIVE_SUITE failed"
 		fi
 		# the newest backports kernel: its headers inside, its image
@@ -71,7 +72,7 @@ ts_native_setup() {
 			echo "$krel" >/twostep-kernel/release
 			apt-get clean' >>"$log" 2>&1; then
 			tail -n 20 "$log" >&2
-			rm -rf "$tmp"
+			ts_chroot_remove "$tmp"
 			ts_die "installing Debian 13 backports' kernel in the chroot failed"
 		fi
 		krel=$(cat "$tmp/twostep-kernel/release")
@@ -80,11 +81,11 @@ ts_native_setup() {
 			dpkg-deb -x "$deb" "$tmp/twostep-kernel/root"
 		done
 		depmod -b "$tmp/twostep-kernel/root/usr" "$krel" 2>>"$log" ||
-			{ rm -rf "$tmp"; ts_die "depmod for $krel failed"; }
+			{ ts_chroot_remove "$tmp"; ts_die "depmod for $krel failed"; }
 		[ -r "$tmp/twostep-kernel/root/usr/lib/modules/$krel/vmlinuz" ] ||
-			{ rm -rf "$tmp"; ts_die "no vmlinuz in $krel's package"; }
+			{ ts_chroot_remove "$tmp"; ts_die "no vmlinuz in $krel's package"; }
 		touch "$tmp/.twostep-complete"
-		rm -rf "$TS_CACHE"/chroot-"$TS_NATIVE_SUITE"-*
+		ts_chroot_remove "$TS_CACHE"/chroot-"$TS_NATIVE_SUITE"-*
 		mv "$tmp" "$TS_CHROOT"
 		mv "$log" "$TS_CHROOT.log"
 		ts_log "Debian 13 chroot: ready at $TS_CHROOT ($krel)"
