@@ -774,18 +774,8 @@ ts_bench_output_checks() {
 
 		# the workloads: both throughputs of every method at both
 		# sizes, and block requests of one segment, each positive
-		res=$(awk -F, -v mode="$mode" -v native="$([ "$TS_BENCH_KERNEL" = 7.3 ] && echo 1)" '
-		NR > 1 && $1 == mode && $5 > 0 { have[$2, $3, $4] = 1 }
-		END {
-			nm = split(native ? "twostep native" : "twostep", mm, " ")
-			for (i = 1; i <= nm; i++) {
-				want += 5
-				got += have["smp_one", mm[i], 16384] + have["smp_two", mm[i], 16384]
-				got += have["smp_one", mm[i], 2097152] + have["smp_two", mm[i], 2097152]
-				got += have["block", mm[i], 1]
-			}
-			printf "%d/%d\n", got, want
-		}' "$dir/workloads.csv" 2>/dev/null || echo "0/1")
+		res=$(ts_bench_work_present "$dir/workloads.csv" "$mode" \
+			"smp_one:16384 smp_two:16384 smp_one:2097152 smp_two:2097152 block:1")
 		ts_bench_check "$([ "${res%/*}" = "${res#*/}" ] && echo 1)" \
 			"bench_workloads_csv_$mode ($res figures: throughput of one and two threads at 16 KiB and 2 MiB, one-segment requests)"
 		# the tally, and each target's line with a verdict (a run
@@ -799,6 +789,32 @@ ts_bench_output_checks() {
 	echo "$pass $fail"
 }
 
+# How many of the figures asked for workloads.csv CSV has in MODE, each
+# positive, as "got/want": each WORKLOAD:N of the list LIST for twostep and,
+# on 7.3, native; then each WORKLOAD:METHOD:N given after it.
+ts_bench_work_present() {
+	local csv=$1 mode=$2 list=$3
+	shift 3
+	awk -F, -v mode="$mode" -v list="$list" -v extra="$*" \
+		-v native="$([ "$TS_BENCH_KERNEL" = 7.3 ] && echo 1)" '
+	NR > 1 && $1 == mode && $5 > 0 { have[$2, $3, $4] = 1 }
+	END {
+		nm = split(native ? "twostep native" : "twostep", mm, " ")
+		nl = split(list, l, " ")
+		for (i = 1; i <= nm; i++)
+			for (j = 1; j <= nl; j++) {
+				split(l[j], p, ":")
+				want++; got += have[p[1], mm[i], p[2]]
+			}
+		ne = split(extra, e, " ")
+		for (j = 1; j <= ne; j++) {
+			split(e[j], p, ":")
+			want++; got += have[p[1], p[2], p[3]]
+		}
+		printf "%d/%d\n", got, want
+	}' "$csv" 2>/dev/null || echo "0/1"
+}
+
 # ts_bench_output_checks for the passthrough mode, whose guest times the
 # workloads only: no rows of pt in bench.csv and no plot of it; in
 # workloads.csv one-segment block requests and both throughputs of every
@@ -808,18 +824,8 @@ ts_bench_pt_output_checks() {
 	res=$(awk -F, 'NR > 1 && $1 == "pt"' "$dir/bench.csv" 2>/dev/null | wc -l)
 	ts_bench_check "$([ "$res" = 0 ] && [ ! -e "$dir/bench-pt.png" ] && echo 1)" \
 		"bench_csv_no_table_pt ($res rows; passthrough has no page table to time)"
-	res=$(awk -F, -v native="$([ "$TS_BENCH_KERNEL" = 7.3 ] && echo 1)" '
-	NR > 1 && $1 == "pt" && $5 > 0 { have[$2, $3, $4] = 1 }
-	END {
-		nm = split(native ? "twostep native" : "twostep", mm, " ")
-		want = 1; got = have["block", "classic", 1]
-		for (i = 1; i <= nm; i++) {
-			want += 3
-			got += have["smp_one", mm[i], 16384] + have["smp_two", mm[i], 16384]
-			got += have["block", mm[i], 1]
-		}
-		printf "%d/%d\n", got, want
-	}' "$dir/workloads.csv" 2>/dev/null || echo "0/1")
+	res=$(ts_bench_work_present "$dir/workloads.csv" pt \
+		"smp_one:16384 smp_two:16384 block:1" block:classic:1)
 	ts_bench_check "$([ "${res%/*}" = "${res#*/}" ] && echo 1)" \
 		"bench_workloads_csv_pt ($res figures: one-segment requests of every method and classic, 16 KiB throughput of one and two threads)"
 	res=$(sed -n '/^## Passthrough/,/^#/p' "$dir/bench.md" 2>/dev/null |

@@ -187,7 +187,7 @@ ts_image_boot() {
 	echo "$accel" >"$TS_RESULTS/$name.accel"
 	# in a subshell whose children's CPU time is QEMU's, kept in
 	# $TS_RESULTS/$4.cpu (see ts_cpu)
-	( rc=0 qpid=
+	( rc=0
 	timeout --foreground -k 10 "${TS_DKMS_TIMEOUT:-3600}" \
 		qemu-system-x86_64 -accel "$accel" -m 2048 -smp "$smp" \
 		-display none -monitor none -serial stdio -no-reboot \
@@ -200,12 +200,8 @@ ts_image_boot() {
 		-kernel "$vmlinuz" -initrd "$initrd" \
 		-append "console=ttyS0 root=/dev/vda rw init=/usr/local/sbin/twostep-init loglevel=4 panic=-1 oops=panic intel_iommu=on iommu.strict=1 twostep_phase=$phase" \
 		</dev/null >"$TS_RESULTS/$name.log" 2>"$TS_RESULTS/$name.qemu.log" &
-	qpid=$!
-	ts_boot_watch "$TS_RESULTS/$name.log" "$qpid" 'twostep-guest: kernel ' \
-		"$TS_RESULTS/$name.hung"
-	wait "$qpid" || rc=$?
-	# stopped by the watch: a timeout
-	[ -s "$TS_RESULTS/$name.hung" ] && rc=124
+	ts_boot_wait "$TS_RESULTS/$name.log" $! 'twostep-guest: kernel ' \
+		"$TS_RESULTS/$name.hung" || rc=$?
 	times >"$TS_RESULTS/$name.cpu"
 	exit "$rc" )
 }

@@ -485,26 +485,31 @@ ts_boot_accel() {
 	cat "$TS_RESULTS/$1.accel" 2>/dev/null || ts_accel
 }
 
-# Watch console LOG of the QEMU (or its timeout) of PID until MARKER, the
-# line its init prints first, shows: when it has not after
-# TS_BOOT_INIT_TIMEOUT seconds, write why into file HUNG and stop it.
-ts_boot_watch() {
-	local log=$1 pid=$2 marker=$3 hung=$4 t=0
+# Wait for the QEMU (or its timeout) of PID, a child of this shell, whose
+# console is LOG, and return its status. Until MARKER, the line its init
+# prints first, shows, watch the console: when it has not after
+# TS_BOOT_INIT_TIMEOUT seconds, write why into file HUNG, stop it and
+# return 124, as for a timeout.
+ts_boot_wait() {
+	local log=$1 pid=$2 marker=$3 hung=$4 t=0 rc=0
 	rm -f "$hung"
 	while kill -0 "$pid" 2>/dev/null; do
-		grep -aq "$marker" "$log" 2>/dev/null && return 0
+		grep -aq "$marker" "$log" 2>/dev/null && break
 		if [ "$t" -ge "$TS_BOOT_INIT_TIMEOUT" ]; then
 			echo "hung in early boot: no init after $t s, the console's last line: $(grep -a . "$log" 2>/dev/null | tail -n 1 | tr -d '\r' | cut -c1-100)" >"$hung"
 			kill "$pid" 2>/dev/null
-			return 0
+			break
 		fi
 		sleep 2
 		t=$((t + 2))
 	done
+	wait "$pid" || rc=$?
+	[ -s "$hung" ] && rc=124
+	return "$rc"
 }
 
 # Why the boot of console LOG died before MARKER (its init's first line):
-# an Oops or a panic, or what ts_boot_watch wrote into HUNG; nothing when
+# an Oops or a panic, or what ts_boot_wait wrote into HUNG; nothing when
 # it did not.
 ts_boot_early_death() {
 	local log=$1 marker=$2 hung=$3
@@ -560,12 +565,8 @@ ts_boot_once() {
 		-initrd "$TS_RESULTS/$krel/initramfs.cpio.gz" \
 		-append "console=ttyS0 panic=-1 oops=panic $TS_APPEND ts_expect=$TS_EXPECT_API ts_cases=${TWOSTEP_CASES:-$TS_CASES_DEFAULT}" \
 		</dev/null >"$log" 2>"$TS_RESULTS/$cfg.qemu.log" &
-	qpid=$!
-	ts_boot_watch "$log" "$qpid" 'twostep-harness: begin' \
-		"$TS_RESULTS/$cfg.hung"
-	wait "$qpid" || rc=$?
-	# stopped by the watch: a timeout
-	[ -s "$TS_RESULTS/$cfg.hung" ] && rc=124
+	ts_boot_wait "$log" $! 'twostep-harness: begin' \
+		"$TS_RESULTS/$cfg.hung" || rc=$?
 	times >"$TS_RESULTS/$cfg.cpu"
 	exit "$rc" )
 }

@@ -126,28 +126,28 @@ static void wl_check_range(struct wl *w, dma_addr_t base, unsigned int n)
 	wl_check_translation(w, n);
 }
 
-/* The classic DMA API: @n pages mapped one by one into w->addrs[]. */
-static int wl_pages_map(struct wl *w, unsigned int n)
+/* The classic DMA API: @n pages mapped one by one into @addrs. */
+static int wl_pages_map(struct wl *w, dma_addr_t *addrs, unsigned int n)
 {
 	int ret = 0;
 	unsigned int i;
 
 	for (i = 0; i < n; i++) {
-		w->addrs[i] = dma_map_page(w->dev, w->pages[i], 0, PAGE_SIZE,
-					   DMA_BIDIRECTIONAL);
-		if (dma_mapping_error(w->dev, w->addrs[i]))
+		addrs[i] = dma_map_page(w->dev, w->pages[i], 0, PAGE_SIZE,
+					DMA_BIDIRECTIONAL);
+		if (dma_mapping_error(w->dev, addrs[i]))
 			ret = -ENOMEM;
 	}
 	return ret;
 }
 
-static void wl_pages_unmap(struct wl *w, unsigned int n)
+static void wl_pages_unmap(struct wl *w, dma_addr_t *addrs, unsigned int n)
 {
 	unsigned int i;
 
 	for (i = 0; i < n; i++)
-		if (!dma_mapping_error(w->dev, w->addrs[i]))
-			dma_unmap_page(w->dev, w->addrs[i], PAGE_SIZE,
+		if (!dma_mapping_error(w->dev, addrs[i]))
+			dma_unmap_page(w->dev, addrs[i], PAGE_SIZE,
 				       DMA_BIDIRECTIONAL);
 }
 
@@ -165,13 +165,13 @@ static int wl_fallback(struct wl *w, unsigned int n, bool check, u64 *t1,
 	if (!w->passthrough)
 		return -ENOMEM;
 	w->fallbacks++;
-	ret = wl_pages_map(w, n);
+	ret = wl_pages_map(w, w->addrs, n);
 	if (check && !ret) {
 		*t1 = ktime_get_ns();
 		wl_check_translation(w, n);
 		*t2 = ktime_get_ns();
 	}
-	wl_pages_unmap(w, n);
+	wl_pages_unmap(w, w->addrs, n);
 	return ret;
 }
 
@@ -248,8 +248,8 @@ static u64 wl_map_unmap(struct wl *w, enum wl_method m, unsigned int n,
 			dma_unmap_sgtable(w->dev, &sgt, DMA_BIDIRECTIONAL, 0);
 		break;
 	case WL_CLASSIC:
-		ret = wl_pages_map(w, n);
-		wl_pages_unmap(w, n);
+		ret = wl_pages_map(w, w->addrs, n);
+		wl_pages_unmap(w, w->addrs, n);
 		break;
 	default:
 		break;
@@ -340,8 +340,7 @@ struct wl_thread {
 static int wl_range_fallback(struct wl *w, size_t len)
 {
 	dma_addr_t a[SZ_16K / PAGE_SIZE];
-	unsigned int n = len / PAGE_SIZE, i;
-	int ret = 0;
+	int ret;
 
 	if (!w->passthrough)
 		return -ENOMEM;
@@ -353,16 +352,8 @@ static int wl_range_fallback(struct wl *w, size_t len)
 		dma_unmap_page(w->dev, a[0], len, DMA_BIDIRECTIONAL);
 		return 0;
 	}
-	for (i = 0; i < n; i++) {
-		a[i] = dma_map_page(w->dev, w->pages[i], 0, PAGE_SIZE,
-				    DMA_BIDIRECTIONAL);
-		if (dma_mapping_error(w->dev, a[i]))
-			ret = -ENOMEM;
-	}
-	for (i = 0; i < n; i++)
-		if (!dma_mapping_error(w->dev, a[i]))
-			dma_unmap_page(w->dev, a[i], PAGE_SIZE,
-				       DMA_BIDIRECTIONAL);
+	ret = wl_pages_map(w, a, len / PAGE_SIZE);
+	wl_pages_unmap(w, a, len / PAGE_SIZE);
 	return ret;
 }
 
