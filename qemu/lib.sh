@@ -414,10 +414,19 @@ TS_CONFIGS_ALL="intel intel-lazy intel-cm intel-group amd intel-pt none intel@6.
 TS_KVM_DEV=${TS_KVM_DEV:-/dev/kvm}
 TS_KVM_QEMU=${TS_KVM_QEMU:-qemu-system-x86_64}
 
+# The probe's last step boots a kernel ($TS_KVM_KERNEL, default the newest
+# /boot/vmlinuz-*) under -accel kvm, with no root: it must get as far as
+# the panic for want of a root file system within TS_KVM_BOOT_TIMEOUT
+# seconds (about two under working KVM). A /dev/kvm that opens and a QEMU
+# that starts with it are not enough: seen on a sandboxed host, where
+# guests under KVM printed nothing, or died in the kernel's decompressor
+# with "KVM internal error".
+TS_KVM_BOOT_TIMEOUT=${TS_KVM_BOOT_TIMEOUT:-30}
+
 # Why KVM is not usable, on stdout (nothing when it is). The open is
 # perl's (perl-base is essential): bash's <> would create a missing file.
 ts_kvm_probe() {
-	local err
+	local err kernel out
 	if ! err=$(perl -MFcntl -e 'sysopen(my $f, $ARGV[0], O_RDWR) or
 		die "$ARGV[0]: $!\n"' "$TS_KVM_DEV" 2>&1); then
 		echo "${err:-$TS_KVM_DEV: cannot be opened}"
@@ -428,6 +437,18 @@ ts_kvm_probe() {
 		# its last line, without QEMU's own "...: -accel kvm: "
 		err=$(printf '%s\n' "$err" | grep . | tail -n 1)
 		echo "$TS_KVM_QEMU -accel kvm: ${err#*-accel kvm: }"
+		return 0
+	fi
+	kernel=${TS_KVM_KERNEL:-$(ls -1v /boot/vmlinuz-* 2>/dev/null | tail -n 1)}
+	[ -n "$kernel" ] || return 0
+	out=$(timeout --foreground -k 5 "$TS_KVM_BOOT_TIMEOUT" "$TS_KVM_QEMU" \
+		-accel kvm -m 256 -smp 1 -display none -monitor none \
+		-serial stdio -no-reboot -kernel "$kernel" \
+		-append "console=ttyS0 panic=-1" </dev/null 2>&1) || true
+	if printf '%s\n' "$out" | grep -aq 'KVM internal error'; then
+		echo "a kernel under -accel kvm died: KVM internal error"
+	elif ! printf '%s\n' "$out" | grep -aq 'Kernel panic'; then
+		echo "a kernel under -accel kvm did not boot in $TS_KVM_BOOT_TIMEOUT s"
 	fi
 }
 

@@ -193,12 +193,35 @@ ts_harness_accel() {
 	dir=$(mktemp -d)
 	mkdir "$dir/bin"
 	: >"$dir/kvm"
-	# a QEMU whose -accel kvm works: reads "quit", then quits
+	# a QEMU whose -accel kvm works: reads "quit", then quits; with a
+	# kernel, the kernel gets as far as wanting a root
 	cat >"$dir/qemu-ok" <<EOF
 #!/bin/sh
 echo "\$*" >>"$dir/calls"
+case "\$*" in *-kernel*)
+	echo "Kernel panic - not syncing: VFS: Unable to mount root fs"
+	exit 0 ;;
+esac
 read -r cmd && [ "\$cmd" = quit ]
 EOF
+	# a QEMU that starts with -accel kvm, but whose guests never run
+	cat >"$dir/qemu-hang" <<EOF
+#!/bin/sh
+echo "\$*" >>"$dir/calls"
+case "\$*" in *-kernel*) exec sleep 30 ;; esac
+read -r cmd && [ "\$cmd" = quit ]
+EOF
+	# one whose guests die as KVM cannot emulate an instruction
+	cat >"$dir/qemu-kvmerr" <<EOF
+#!/bin/sh
+echo "\$*" >>"$dir/calls"
+case "\$*" in *-kernel*)
+	echo "KVM internal error. Suberror: 1" >&2
+	exec sleep 30 ;;
+esac
+read -r cmd && [ "\$cmd" = quit ]
+EOF
+	: >"$dir/vmlinuz"
 	# a QEMU that has no KVM
 	cat >"$dir/qemu-nokvm" <<EOF
 #!/bin/sh
@@ -212,12 +235,14 @@ EOF
 #!/bin/sh
 echo "\$*" >>"$dir/boots"
 EOF
-	chmod +x "$dir/qemu-ok" "$dir/qemu-nokvm" "$dir/bin/qemu-system-x86_64"
+	chmod +x "$dir/qemu-ok" "$dir/qemu-nokvm" "$dir/qemu-hang" \
+		"$dir/qemu-kvmerr" "$dir/bin/qemu-system-x86_64"
 	# how often a stand-in QEMU of the probe was started
 	ncalls() { cat "$dir/calls" 2>/dev/null | grep -c .; }
 	# the accelerator line of a run in a fresh environment: VAR=value...
 	accel_run() {
 		(unset TS_ACCEL TS_ACCEL_WHY TWOSTEP_ACCEL
+		export TS_KVM_KERNEL="$dir/vmlinuz" TS_KVM_BOOT_TIMEOUT=2
 		# shellcheck disable=SC2163 # VAR=value arguments
 		export "$@"
 		ts_accel_line) 2>&1
@@ -240,21 +265,32 @@ EOF
 
 	rm -f "$dir/calls"
 	out=$(accel_run TS_KVM_DEV="$dir/kvm" TS_KVM_QEMU="$dir/qemu-ok")
-	got="$out; $(cat "$dir/calls" 2>/dev/null)"
-	want="accel: kvm; -machine none -accel kvm -nodefaults -display none -S -monitor stdio"
+	got="$out; $(paste -sd '|' "$dir/calls" 2>/dev/null)"
+	want="accel: kvm; -machine none -accel kvm -nodefaults -display none -S -monitor stdio|-accel kvm -m 256 -smp 1 -display none -monitor none -serial stdio -no-reboot -kernel $dir/vmlinuz -append console=ttyS0 panic=-1"
 	ts_harness_check "$([ "$got" = "$want" ] && echo 1)" \
 		accel_kvm_when_the_probe_passes "$got"
+
+	# /dev/kvm opens and QEMU starts with it, but no guest runs
+	out=$(accel_run TS_KVM_DEV="$dir/kvm" TS_KVM_QEMU="$dir/qemu-hang")
+	got=$out
+	want="accel: tcg (a kernel under -accel kvm did not boot in 2 s)"
+	out=$(accel_run TS_KVM_DEV="$dir/kvm" TS_KVM_QEMU="$dir/qemu-kvmerr")
+	got="$got; $out"
+	want="$want; accel: tcg (a kernel under -accel kvm died: KVM internal error)"
+	ts_harness_check "$([ "$got" = "$want" ] && echo 1)" \
+		accel_tcg_when_a_kernel_does_not_boot_under_kvm "$got"
 
 	# probed once: by the run, not by each boot nor by a script it starts
 	rm -f "$dir/calls"
 	got=$( (unset TS_ACCEL TS_ACCEL_WHY TWOSTEP_ACCEL
-		export TS_KVM_DEV="$dir/kvm" TS_KVM_QEMU="$dir/qemu-ok"
+		export TS_KVM_DEV="$dir/kvm" TS_KVM_QEMU="$dir/qemu-ok" \
+			TS_KVM_KERNEL="$dir/vmlinuz"
 		ts_accel_init
 		echo "$(ts_accel) $(ts_accel) $(ts_cfg_accel intel) $(ts_cfg_accel amd@6.12)"
 		bash -c '. "$1/qemu/lib.sh"; ts_accel_line' - "$TS_ROOT") 2>&1)
 	got="$got; QEMU started $(ncalls) times"
 	want="kvm kvm kvm kvm
-accel: kvm; QEMU started 1 times"
+accel: kvm; QEMU started 2 times"
 	ts_harness_check "$([ "$got" = "$want" ] && echo 1)" \
 		accel_probed_once_per_run "$(printf '%s' "$got" | tr '\n' ' ')"
 
