@@ -146,11 +146,15 @@ struct twostep_stats {
  * @TWOSTEP_FAIL_IOVA: the IOVA allocation of twostep_iova_try_alloc()
  * @TWOSTEP_FAIL_SYNC: the IOMMU driver's sync in twostep_iova_sync(), as if
  *                     the driver had returned -EIO
+ * @TWOSTEP_FAIL_RECORD: the record of a link of several granules (what an
+ *                       unlink needs to cut it), as if memory had run out:
+ *                       the link is then mapped so that any cut works
  */
 enum twostep_fail {
 	TWOSTEP_FAIL_MAP,
 	TWOSTEP_FAIL_IOVA,
 	TWOSTEP_FAIL_SYNC,
+	TWOSTEP_FAIL_RECORD,
 };
 
 /**

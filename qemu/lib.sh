@@ -262,7 +262,7 @@ ts_config() {
 	TS_DMAR=0
 	TS_SMP=$TS_SMP_DEFAULT
 	TS_EDU_BITS=64
-	TS_SUMMARIES="bad inputs handled|unauthorized accesses blocked|stress ops|neighbour rounds|largest range|unlink coverage cases|link racing destroy|fuzz calls|give-back|hmm bitmap races|checker seeded bugs"
+	TS_SUMMARIES="bad inputs handled|unauthorized accesses blocked|stress ops|neighbour rounds|largest range|unlink coverage cases|link racing destroy|cut unlinks|unlink racing link|fuzz calls|give-back|hmm bitmap races|checker seeded bugs"
 	TS_EXAMPLE=1 TS_P2P=0 TS_MEM=512
 	TS_ODP_OPS="" TS_ODP_TRACE=0
 	case "$1" in
@@ -347,7 +347,7 @@ ts_config() {
 	[ "$TS_KERNEL_NAME" = 7.3 ] && [ "$wo" = 0 ] && wo=1
 	# the neighbour race needs two vCPUs; with one it says skip
 	[ "$TS_SMP" -lt 2 ] && TS_SUMMARIES=$(printf '%s' "$TS_SUMMARIES" |
-		sed 's/|neighbour rounds//; s/|link racing destroy//; s/|hmm bitmap races//')
+		sed 's/|neighbour rounds//; s/|link racing destroy//; s/|unlink racing link//; s/|hmm bitmap races//')
 	if [ "$odp" = 1 ]; then
 		TS_P2P=0
 		# the ODP program after the self-test's hmm case; one vCPU

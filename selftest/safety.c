@@ -10,6 +10,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/completion.h>
+#include <linux/cpumask.h>
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/bottom_half.h>
@@ -286,6 +287,211 @@ static int case_unlink_coverage(struct ts *t)
 		  u.cases, u.left);
 	TS_EXPECT(t, big, "the large-page cases need 4 MiB of contiguous memory");
 	__free_pages(block, 2);
+	return 0;
+}
+
+/* ---- cut unlinks on every kind of page-size mask ---- */
+
+/* No context for the device: the next try_alloc() starts a new one. */
+static void cm_fresh(struct ts *t)
+{
+	struct twostep_stats s;
+
+	if (!twostep_get_stats(t->dev, &s))
+		twostep_detach(t->dev);
+}
+
+/*
+ * Links of several granules cut by unlinks, in a context made while the
+ * domain's page sizes are its own, then narrowed to 4 KiB | 2 MiB | 1 GiB
+ * (what QEMU's virtio-iommu-pci reports with that page-size-mask; Debian
+ * 12's QEMU 7.2 has no such property, so the case narrows the domain as
+ * such a device would), each with the link's record stored and with its
+ * store made to fail. Without 8 KiB pages, a link of 2 to 511 granules
+ * needs no large page, and virtio-iommu keeps a link mapped in one call
+ * as one mapping that no unlink can cut.
+ */
+static int case_cut_masks(struct ts *t)
+{
+	struct iommu_domain *dom = ts_domain(t);
+	unsigned long orig, narrow, masks[2];
+	unsigned int nmasks = 0, m, rec, cases0;
+	struct uc u = { .t = t };
+	struct page *block;
+	phys_addr_t pb;
+	char name[48];
+
+	if (!TS_EXPECT(t, dom, "the device's domain"))
+		return 0;
+	block = alloc_pages(GFP_KERNEL, 3);
+	if (!TS_EXPECT(t, block, "pages"))
+		return 0;
+	pb = page_to_phys(block);
+	orig = dom->pgsize_bitmap;
+	masks[nmasks++] = orig;
+	narrow = orig & (SZ_4K | SZ_2M | SZ_1G);
+	if (narrow != orig && (narrow & SZ_4K) && PAGE_SIZE == SZ_4K)
+		masks[nmasks++] = narrow;
+	for (m = 0; m < nmasks; m++) {
+		for (rec = 0; rec < 2; rec++) {
+			cm_fresh(t);
+			WRITE_ONCE(dom->pgsize_bitmap, masks[m]);
+			cases0 = u.cases;
+#define CM_CUT(what, pages, off, n, lo, hi)				\
+			do {						\
+				snprintf(name, sizeof(name), "%s mask %#lx%s", \
+					 what, masks[m],		\
+					 rec ? " record failed" : "");	\
+				if (rec)				\
+					twostep_debug_fail(TWOSTEP_FAIL_RECORD, 1); \
+				uc_cut(&u, name, pb, pages, off, n,	\
+				       (lo) * PAGE_SIZE, (hi) * PAGE_SIZE); \
+			} while (0)
+			/* links of 5 and 8 granules cut inside, at an end */
+			CM_CUT("middle", 8, 1, 5, 3, 4);
+			CM_CUT("head", 8, 1, 5, 1, 3);
+			CM_CUT("tail", 8, 1, 5, 5, 6);
+			CM_CUT("across", 8, 0, 8, 2, 6);
+			CM_CUT("two", 8, 0, 2, 1, 2);
+#undef CM_CUT
+			twostep_debug_fail(TWOSTEP_FAIL_RECORD, 0);
+			TS_EXPECT(t, u.cases > cases0, "no cut ran");
+			cm_fresh(t);
+			WRITE_ONCE(dom->pgsize_bitmap, orig);
+		}
+	}
+	ktap_line("# summary: cut unlinks %u on page-size masks %u left mapped %lu",
+		  u.cases, nmasks, u.left);
+	TS_EXPECT(t, !u.left && !u.lost, "%lu granule(s) left mapped, %lu lost",
+		  u.left, u.lost);
+	__free_pages(block, 3);
+	return 0;
+}
+
+/* ---- an unlink racing a link of the same range ---- */
+
+#define UL_ROUNDS	1000
+#define UL_PAGES	16
+
+struct ul {
+	struct ts *t;
+	struct twostep_iova_state st;
+	phys_addr_t phys;
+	int go;			/* round the linking thread may run */
+	int ack;		/* last round it finished */
+	bool stop;
+	unsigned long links;
+	struct completion done;
+};
+
+/*
+ * Link each granule of the round's range once, one after the other: never
+ * twice, so that no link maps over an entry a racing unlink left behind
+ * (the IOMMU driver would warn of that, as it would under upstream's).
+ */
+static int ul_thread(void *data)
+{
+	struct ul *r = data;
+	struct twostep_iova_state st;
+	int seen = 0, round;
+	unsigned int i;
+
+	while (!READ_ONCE(r->stop)) {
+		/* pairs with the release of a new round: its state first */
+		round = smp_load_acquire(&r->go);
+		if (round == seen) {
+			cpu_relax();
+			continue;
+		}
+		st = r->st;
+		for (i = 0; i < UL_PAGES; i++)
+			if (!twostep_iova_link(r->t->dev, &st,
+					       r->phys + i * PAGE_SIZE,
+					       i * PAGE_SIZE, PAGE_SIZE,
+					       DMA_BIDIRECTIONAL, 0))
+				r->links++;
+		seen = round;
+		/* its links done before the round's end shows */
+		smp_store_release(&r->ack, round);
+	}
+	return ts_kthread_finish(&r->done);
+}
+
+/*
+ * One CPU links granules of a range one by one while another unlinks the
+ * whole range (a caller's bug): an unlink that cleared a link's granules
+ * before that link had mapped them leaves entries the link map does not
+ * know. Afterwards, an unlink of everything, alone, shows such strays;
+ * destroy must leave nothing of the range translating.
+ */
+static int case_unlink_vs_link(struct ts *t)
+{
+	unsigned int round, strays = 0, left = 0;
+	const size_t size = UL_PAGES * PAGE_SIZE;
+	unsigned long deadline;
+	struct twostep_iova_state st;
+	struct task_struct *task;
+	struct page *pg;
+	struct ul r = { .t = t };
+	dma_addr_t addr;
+
+	if (num_online_cpus() < 2) {
+		snprintf(t->skip, sizeof(t->skip), "needs two CPUs");
+		return TS_SKIP;
+	}
+	pg = alloc_pages(GFP_KERNEL, get_order(size));
+	if (!TS_EXPECT(t, pg, "pages"))
+		return 0;
+	r.phys = page_to_phys(pg);
+	init_completion(&r.done);
+	/* on another CPU than this one, so that both run at once */
+	task = ts_kthread_on(ul_thread, &r,
+			     cpumask_any_but(cpu_online_mask,
+					     raw_smp_processor_id()),
+			     "twostep-ul");
+	if (!TS_EXPECT(t, task, "kthread"))
+		goto out_pages;
+	for (round = 1; round <= UL_ROUNDS; round++) {
+		if (!ts_try_alloc(t, &st, 0, size)) {
+			TS_EXPECT(t, 0, "try_alloc in round %u", round);
+			break;
+		}
+		r.st = st;
+		/* the state before the round: see ul_thread() */
+		smp_store_release(&r.go, round);
+		/* the whole range, over and over, while the links go on */
+		deadline = jiffies + 10 * HZ;
+		do {
+			twostep_iova_unlink(t->dev, &st, 0, size,
+					    DMA_BIDIRECTIONAL, 0);
+			/* should this thread have moved to the other's CPU */
+			cond_resched();
+			/* pairs with ul_thread()'s release: its links done */
+		} while (smp_load_acquire(&r.ack) != round &&
+			 time_before(jiffies, deadline));
+		/* as above */
+		if (!TS_EXPECT(t, smp_load_acquire(&r.ack) == round,
+			       "round %u: the linking thread did not finish in 10 s",
+			       round))
+			break;
+		/* alone now: what the link map knows goes */
+		twostep_iova_unlink(t->dev, &st, 0, size, DMA_BIDIRECTIONAL, 0);
+		addr = st.addr;
+		strays += ts_mapped_pages(t, addr, size);
+		twostep_iova_destroy(t->dev, &st, size, DMA_BIDIRECTIONAL, 0);
+		/* before the IOVA is handed out again */
+		left += ts_mapped_pages(t, addr, size);
+		cond_resched();
+	}
+	WRITE_ONCE(r.stop, true);
+	wait_for_completion(&r.done);
+	kthread_stop(task);
+	ktap_line("# summary: unlink racing link rounds %u links %lu strays %u left mapped %u",
+		  round - 1, r.links, strays, left);
+	TS_EXPECT(t, !left, "%u granule(s) mapped in freed IOVA", left);
+	TS_EXPECT(t, r.links, "the linking thread never linked");
+out_pages:
+	__free_pages(pg, get_order(size));
 	return 0;
 }
 
@@ -1239,11 +1445,18 @@ static int case_group_leftover(struct ts *t)
 	TS_EXPECT(t, !ret && s.live_allocs == 1 && s.linked_granules == 1,
 		  "the peer's range: %d, %lu live, %lu granules linked", ret,
 		  s.live_allocs, s.linked_granules);
-	ktap_line("# group leftover on %s", dev_name(peer));
+	/* the domain's address, for group_revalidate to compare (guest-init) */
+	ktap_line("# group leftover on %s domain %#lx", dev_name(peer),
+		  (unsigned long)iommu_get_domain_for_dev(peer));
 out:
 	put_device(peer);
 	return 0;
 }
+
+static ulong old_domain;
+module_param(old_domain, ulong, 0444);
+MODULE_PARM_DESC(old_domain,
+		 "group_revalidate: the address of the peer's domain before the type switch");
 
 /*
  * Run by the guest's init after group_leftover and a switch of the
@@ -1282,6 +1495,14 @@ static int case_group_revalidate(struct ts *t)
 		       "try_alloc on the peer"))
 		goto out_page;
 	ret = twostep_get_stats(peer, &s);
+	/*
+	 * A new domain at the old one's address must not pass for it: the
+	 * old context (with its range) would then serve, from IOVA the new
+	 * domain's allocator does not know is taken.
+	 */
+	ktap_line("# summary: domain switches 1 same address %d stale served %d",
+		  (unsigned long)iommu_get_domain_for_dev(peer) == old_domain,
+		  ret || s.live_allocs != 1);
 	TS_EXPECT(t, !ret && s.live_allocs == 1,
 		  "the old context was used: %d, %lu live ranges", ret,
 		  s.live_allocs);
@@ -1310,6 +1531,8 @@ const unsigned int ts_group_ncases = ARRAY_SIZE(ts_group_cases);
 const struct ts_case ts_safety_cases[] = {
 	{ "unlink_coverage", case_unlink_coverage, true },
 	{ "link_vs_destroy", case_link_vs_destroy, true },
+	{ "cut_masks", case_cut_masks, true },
+	{ "unlink_vs_link", case_unlink_vs_link, true },
 	{ "fuzz", case_fuzz, true },
 	{ "give_back", case_give_back, true },
 	{ "cache_room", case_cache_room, true },

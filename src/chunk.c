@@ -118,6 +118,14 @@ int twostep_ctx_grow(struct twostep_ctx *ctx, u64 need, unsigned int seen,
 		kfree(c);
 		goto out_unlock;
 	}
+	/* the first reservation tells how the driver keeps mappings */
+	if (!ctx->probed) {
+		ctx->unit_maps = twostep_reserve_probe_units(ctx->domain, start,
+							     ctx->shift);
+		if (ctx->unit_maps)
+			ctx->big_min = 2;
+		ctx->probed = true;
+	}
 	c->start = start;
 	c->size = size;
 	c->last_pfn = (start + (size - 1)) >> ctx->shift;

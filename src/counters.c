@@ -73,7 +73,7 @@ module_param_cb(refused_calls, &twostep_counter_ops, &twostep_misuse_all,
 MODULE_PARM_DESC(refused_calls, "calls with bad input (refused or cleaned up)");
 
 /* Fault injection: countdowns to the failing operation, 0 when disarmed. */
-atomic_t twostep_fail_countdown[3];
+atomic_t twostep_fail_countdown[TWOSTEP_FAIL_RECORD + 1];
 
 /**
  * twostep_debug_fail - fault injection for tests

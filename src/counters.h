@@ -21,7 +21,7 @@ DECLARE_PER_CPU(long, twostep_live_allocs);
 extern atomic_t twostep_live_chunks;
 extern atomic_t twostep_misuse_all;
 extern atomic64_t twostep_reserved_all;
-extern atomic_t twostep_fail_countdown[3];
+extern atomic_t twostep_fail_countdown[TWOSTEP_FAIL_RECORD + 1];
 
 bool twostep_should_fail(enum twostep_fail what);
 void twostep_misuse(struct twostep_ctx *ctx, struct device *dev,

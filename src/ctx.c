@@ -42,7 +42,7 @@ static void twostep_alloc_ctor(void *obj)
 {
 	struct twostep_alloc *a = obj;
 
-	atomic_set(&a->inflight, 0);
+	atomic_long_set(&a->inflight, 0);
 	a->dbg = NULL;
 }
 
@@ -231,6 +231,9 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	ctx->shift = __ffs(domain->pgsize_bitmap);
 	larger = domain->pgsize_bitmap & ~GENMASK(ctx->shift, 0);
 	ctx->pgsize_large = larger ? BIT(__ffs(larger)) : U64_MAX;
+	/* until the first chunk's probe says the driver keeps maps whole */
+	ctx->big_min = larger ? max(2UL, ctx->pgsize_large >> ctx->shift) :
+				ULONG_MAX;
 	ctx->prot_extra = IOMMU_CACHE;
 	INIT_LIST_HEAD(&ctx->chunks);
 	ctx->next_chunk = max_t(u64, TWOSTEP_CHUNK_FIRST,
@@ -273,11 +276,17 @@ static void twostep_alloc_links_free(struct twostep_alloc *a)
  * @dev: device
  * @phys: its offset inside a granule is kept in the address
  * @size: bytes, 1 to 2^48 - 1
+ * @state: filled in with the range (left as it is on failure)
+ * @ip: the caller, for the checker
  *
- * Return: the live allocation, already findable, or NULL.
+ * The range is findable as soon as it is in its slot: a detach may free it
+ * once the context's user reference is dropped, so everything is read
+ * from it before that.
+ *
+ * Return: true when the range is allocated.
  */
-struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
-					u64 size)
+bool twostep_alloc_new(struct device *dev, phys_addr_t phys, u64 size,
+		       struct twostep_iova_state *state, unsigned long ip)
 {
 	bool may_sleep = twostep_may_sleep();
 	/* reclaim without I/O at most: see twostep_ctx_grow() */
@@ -291,7 +300,7 @@ struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
 
 	ctx = twostep_ctx_get(dev, gfp, &err);
 	if (!ctx)
-		return NULL;
+		return false;
 	pad = phys & ((1UL << ctx->shift) - 1);
 	nr = (size + pad + (1UL << ctx->shift) - 1) >> ctx->shift;
 	if (twostep_should_fail(TWOSTEP_FAIL_IOVA))
@@ -308,8 +317,9 @@ struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
 		if (!a->links)
 			goto out_free_alloc;
 	}
-	atomic_set(&a->inflight, 0);
+	atomic_long_set(&a->inflight, 0);
 	a->dead = false;
+	a->raced = false;
 	a->big_one = 0;
 	a->dbg = NULL;
 	xa_init_flags(&a->big, XA_FLAGS_LOCK_IRQ);
@@ -327,10 +337,14 @@ struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
 	a->addr = a->base + pad;
 	a->slot = slot;
 	a->size = size | (u64)slot << TWOSTEP_SLOT_SHIFT;
+	/* before it is findable: the checker's record, read by every call */
+	twostep_dbg(alloc, a, ip);
+	state->addr = a->addr;
+	state->__size = a->size;
 	rcu_assign_pointer(*twostep_slot_ptr(ctx, slot), a);
 	this_cpu_inc(twostep_live_allocs);
 	twostep_ctx_put_user(ctx);
-	return a;
+	return true;
 
 out_put_slot:
 	twostep_slot_put(ctx, slot);
@@ -340,7 +354,7 @@ out_free_alloc:
 	kmem_cache_free(twostep_alloc_cache, a);
 out_put_user:
 	twostep_ctx_put_user(ctx);
-	return NULL;
+	return false;
 }
 
 static void twostep_alloc_free_rcu(struct rcu_head *head)
@@ -356,6 +370,34 @@ static void twostep_alloc_free_rcu(struct rcu_head *head)
 }
 
 /*
+ * A raced unlink (twostep_raced()) may have left entries the link map does
+ * not know: unmap whatever still translates in its span, by the page
+ * table, into @gather. Returns the granules unmapped.
+ */
+static noinline unsigned long twostep_alloc_sweep(struct twostep_ctx *ctx,
+						  struct twostep_alloc *a,
+						  struct iommu_iotlb_gather *gather)
+{
+	unsigned long g, n = 0, end = min(a->raced_hi, a->nr);
+	size_t gran = 1UL << ctx->shift, unmapped;
+	dma_addr_t iova;
+
+	for (g = a->raced_lo; g < end; g++) {
+		iova = a->base + ((dma_addr_t)g << ctx->shift);
+		if (!iommu_iova_to_phys(ctx->domain, iova))
+			continue;
+		unmapped = iommu_unmap_fast(ctx->domain, iova, gran, gather);
+		WARN_ONCE(!unmapped, "twostep: could not unmap a stray entry at %pad\n",
+			  &iova);
+		n++;
+	}
+	if (n)
+		dev_warn_ratelimited(ctx->dev, "twostep: %lu granule(s) left mapped by a link racing an unlink of the same range: unmapped\n",
+				     n);
+	return n;
+}
+
+/*
  * Unmap whatever @a still has linked with one flush and give its IOVA back
  * to the chunk; the caller frees @a once no lookup can see it. Returns the
  * granules unmapped; @extra gets those at or past @keep_first.
@@ -366,7 +408,7 @@ static unsigned long twostep_alloc_release(struct twostep_ctx *ctx,
 					   unsigned long *extra)
 {
 	struct iommu_iotlb_gather gather;
-	unsigned long g, len = 0, total = 0;
+	unsigned long g, len = 0, total = 0, swept = 0;
 	size_t bytes, unmapped;
 
 	*extra = 0;
@@ -378,15 +420,18 @@ static unsigned long twostep_alloc_release(struct twostep_ctx *ctx,
 		unmapped = iommu_unmap_fast(ctx->domain,
 					    a->base + ((dma_addr_t)g << ctx->shift),
 					    bytes, &gather);
-		WARN_ONCE(unmapped != bytes,
+		/* a raced unlink may have left the table and map apart */
+		WARN_ONCE(unmapped != bytes && !READ_ONCE(a->raced),
 			  "twostep: unmapped %zu of %zu bytes\n", unmapped,
 			  bytes);
 		total += len;
 		if (g + len > keep_first)
 			*extra += g + len - max(g, keep_first);
 	}
+	if (unlikely(READ_ONCE(a->raced)) && !ctx->domain_gone)
+		swept = twostep_alloc_sweep(ctx, a, &gather);
 	/* No stale IOTLB entry may outlive the IOVA's return to the chunk. */
-	if (total)
+	if (total || swept)
 		iommu_iotlb_sync(ctx->domain, &gather);
 	twostep_iova_put(ctx, a->chunk, a->pfn, a->nr);
 	twostep_slot_put(ctx, a->slot);
@@ -435,14 +480,15 @@ bool twostep_alloc_finish(struct twostep_ctx *ctx, struct twostep_alloc *a,
 	/* pairs with twostep_alloc_enter(): we see its count or it sees @dead */
 	smp_mb();
 	*extra = false;
-	if (unlikely(atomic_read(&a->inflight))) {
+	if (unlikely(atomic_long_read(&a->inflight) &
+		     TWOSTEP_INFLIGHT_MASK)) {
 		if (!in_task()) {
 			/* it may be the call this interrupt interrupted */
 			call_rcu(&a->rcu, twostep_alloc_release_rcu);
 			return true;
 		}
 		/* a call on another CPU, with preemption off: short */
-		while (atomic_read(&a->inflight))
+		while (atomic_long_read(&a->inflight) & TWOSTEP_INFLIGHT_MASK)
 			cpu_relax();
 		/* its links' bits, set before it left (twostep_alloc_exit()) */
 		smp_rmb();

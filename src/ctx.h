@@ -96,6 +96,13 @@ struct twostep_pcpu {
  * @domain: its DMA-API domain
  * @shift: log2 of the IOVA granule
  * @pgsize_large: smallest page size above the granule (U64_MAX: none)
+ * @probed: @unit_maps is known
+ * @unit_maps: the IOMMU driver keeps each map call as one mapping that an
+ *             unmap cannot split (virtio-iommu): found by a probe of the
+ *             first chunk (chunk.c)
+ * @big_min: links of this many granules or more may be one mapping larger
+ *           than a granule: their head, length and protection are recorded
+ *           so that an unlink can cut them (iova.c)
  * @prot_extra: IOMMU_* flags added to every mapping (cache coherency)
  * @attached: twostep_attach() was called
  * @chunks: the reservation (RCU list, added to under @grow_lock)
@@ -127,6 +134,9 @@ struct twostep_ctx {
 	struct iommu_domain *domain;
 	unsigned int shift;
 	u64 pgsize_large;
+	bool probed;
+	bool unit_maps;
+	unsigned long big_min;
 	int prot_extra;
 	bool attached;
 	struct list_head chunks;
@@ -164,7 +174,13 @@ struct twostep_ctx {
  * @slot: slot number
  * @nr: granules in the range
  * @links: which granules are linked
- * @inflight: link and unlink calls under way on the range
+ * @inflight: link and unlink calls under way on the range (the low
+ *            TWOSTEP_INFLIGHT_BITS), and how many left it (the rest)
+ * @raced: an unlink overlapped another call on the range: a link whose
+ *         granules it cleared may have mapped after its unmap, so the
+ *         teardown looks at the page table of [@raced_lo, @raced_hi)
+ * @raced_lo: first granule of the raced unlinks' spans
+ * @raced_hi: one past their last granule
  * @dead: set before the range is torn down: later links and unlinks fail
  * @big_one: the first such link, inline (TWOSTEP_BIG_ONE()), or 0; the
  *           others go to @big
@@ -185,8 +201,11 @@ struct twostep_alloc {
 	unsigned int slot;
 	unsigned long nr;
 	struct twostep_links *links;
-	atomic_t inflight;
+	atomic_long_t inflight;
 	bool dead;
+	bool raced;
+	unsigned long raced_lo;
+	unsigned long raced_hi;
 	unsigned long big_one;
 	struct xarray big;
 	struct twostep_dbg_range *dbg;
@@ -221,8 +240,8 @@ static inline struct twostep_ctx *twostep_ctx_find(struct device *dev)
 void twostep_ctx_destroy(struct twostep_ctx *ctx, const char *why,
 			 bool keep_hint);
 bool twostep_ctx_remove(struct device *dev, const char *why, bool keep_hint);
-struct twostep_alloc *twostep_alloc_new(struct device *dev, phys_addr_t phys,
-					u64 size);
+bool twostep_alloc_new(struct device *dev, phys_addr_t phys, u64 size,
+		       struct twostep_iova_state *state, unsigned long ip);
 
 /*
  * The live allocation a state describes, or NULL. Under
@@ -253,28 +272,51 @@ static inline void twostep_linked_add(struct twostep_ctx *ctx, long n)
 	this_cpu_add(*ctx->linked, n);
 }
 
+/* @inflight: calls under way in the low bits, calls that left above them */
+#define TWOSTEP_INFLIGHT_BITS	20
+#define TWOSTEP_INFLIGHT_MASK	(BIT(TWOSTEP_INFLIGHT_BITS) - 1)
+#define TWOSTEP_INFLIGHT_EXIT	BIT(TWOSTEP_INFLIGHT_BITS)
+
 /*
  * Enter a call that maps or unmaps in @a: false when the range is being
  * torn down (the call must then touch nothing). Pairs with the barrier in
  * twostep_alloc_finish(): either the call sees @dead, or the teardown sees
- * the call and waits for it.
+ * the call and waits for it. @seq gets @inflight as the call entered.
  */
-static inline bool twostep_alloc_enter(struct twostep_alloc *a)
+static inline bool twostep_alloc_enter(struct twostep_alloc *a, long *seq)
 {
-	atomic_inc(&a->inflight);
-	/* the count before the look at @dead: see twostep_alloc_finish() */
-	smp_mb__after_atomic();
+	/* a value-returning atomic: fully ordered, before the look at @dead */
+	*seq = atomic_long_inc_return(&a->inflight);
 	if (likely(!READ_ONCE(a->dead)))
 		return true;
-	atomic_dec(&a->inflight);
+	atomic_long_dec(&a->inflight);
 	return false;
 }
 
+/* Leave: one fewer under way, one more that left. */
 static inline void twostep_alloc_exit(struct twostep_alloc *a)
 {
 	/* what the call mapped or unmapped, before it counts itself out */
 	smp_mb__before_atomic();
-	atomic_dec(&a->inflight);
+	atomic_long_add(TWOSTEP_INFLIGHT_EXIT - 1, &a->inflight);
+}
+
+/*
+ * Did another call run on @a while this one, which entered with @seq,
+ * was under way? Any call under way as it entered or now, or one that
+ * left meanwhile. Call after the last change to the link map.
+ */
+static inline bool twostep_alloc_overlapped(struct twostep_alloc *a,
+					    long seq)
+{
+	long now;
+
+	/* the link map's changes before the look at the count */
+	smp_mb();
+	now = atomic_long_read(&a->inflight);
+	return (seq & TWOSTEP_INFLIGHT_MASK) > 1 ||
+	       (now & TWOSTEP_INFLIGHT_MASK) > 1 ||
+	       (now >> TWOSTEP_INFLIGHT_BITS) != (seq >> TWOSTEP_INFLIGHT_BITS);
 }
 
 int twostep_ctx_init(void);

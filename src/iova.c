@@ -167,6 +167,13 @@ static int twostep_map(struct twostep_ctx *ctx, unsigned long iova,
 			/* nothing larger than a granule can fit */
 			pgsize = 1UL << ctx->shift;
 			count = (size - done) >> ctx->shift;
+			/*
+			 * Unrecorded, on a driver that keeps each map call
+			 * whole: one call per granule, so that an unlink can
+			 * cut anywhere.
+			 */
+			if (!big && ctx->unit_maps)
+				count = 1;
 		} else {
 			pgsize = twostep_pgsize(ctx, iova + done, paddr + done,
 						size - done, &count);
@@ -227,9 +234,11 @@ static int twostep_sync_map(struct twostep_ctx *ctx, unsigned long iova,
 }
 
 /*
- * A link of @count granules at @g may use pages larger than a granule when
- * its protection is recorded, so that an unlink cutting it can map its
- * outside part again (twostep_split()). Returns whether it may.
+ * A link of @count granules at @g may be one mapping larger than a granule
+ * (a large page, or on a driver that keeps map calls whole, the whole
+ * link) when its protection is recorded, so that an unlink cutting it can
+ * map its outside part again (twostep_split()). Returns whether it may;
+ * if not, twostep_map() maps it in pieces any unmap can cut.
  */
 static bool twostep_big_set(struct twostep_ctx *ctx, struct twostep_alloc *a,
 			    unsigned long g, unsigned long count, int prot)
@@ -237,7 +246,10 @@ static bool twostep_big_set(struct twostep_ctx *ctx, struct twostep_alloc *a,
 	unsigned long flags;
 	void *old;
 
-	if (count < 2 || ((u64)count << ctx->shift) < ctx->pgsize_large)
+	if (count < ctx->big_min)
+		return false;
+	/* fault injection: as if the record could not be stored */
+	if (unlikely(twostep_should_fail(TWOSTEP_FAIL_RECORD)))
 		return false;
 	/* the first such link of the range, the common case: inline */
 	if (!(prot & ~0xff) && !READ_ONCE(a->big_one) &&
@@ -311,7 +323,8 @@ static void twostep_relink(struct twostep_ctx *ctx, struct twostep_alloc *a,
  */
 static bool twostep_split(struct twostep_ctx *ctx, struct twostep_alloc *a,
 			  unsigned long h, unsigned long t, unsigned long cs,
-			  unsigned long ce, struct iommu_iotlb_gather *gather)
+			  unsigned long ce, struct iommu_iotlb_gather *gather,
+			  bool *shortp)
 {
 	size_t len = (size_t)(t - h) << ctx->shift, unmapped;
 	unsigned long one = READ_ONCE(a->big_one);
@@ -334,8 +347,9 @@ static bool twostep_split(struct twostep_ctx *ctx, struct twostep_alloc *a,
 		return false;
 	unmapped = iommu_unmap_fast(ctx->domain, twostep_g2iova(ctx, a, h),
 				    len, gather);
-	WARN_ONCE(unmapped != len, "twostep: split unmapped %zu of %zu bytes\n",
-		  unmapped, len);
+	/* a link racing this unlink (the caller's bug): see twostep_raced() */
+	if (unmapped != len)
+		*shortp = true;
 	if (cs > h)
 		twostep_relink(ctx, a, h, cs, phys, prot);
 	if (ce < t)
@@ -361,25 +375,29 @@ static unsigned long twostep_linked_in(struct twostep_alloc *a,
  * Unmap every linked granule of [s, e) into @gather, whatever else is or
  * is not linked there; a link that crosses @s or @e keeps its part outside
  * mapped (split where it may hold a large page). The link map is left to
- * twostep_unmap_done(), after the IOTLB flush.
+ * twostep_unmap_done(), after the IOTLB flush. Returns false when the
+ * page table held less than the link map says: only a link racing this
+ * unlink over the same granules (the caller's bug) does that.
  */
-static void twostep_unmap_span(struct twostep_ctx *ctx,
+static bool twostep_unmap_span(struct twostep_ctx *ctx,
 			       struct twostep_alloc *a, unsigned long s,
 			       unsigned long e, struct iommu_iotlb_gather *gather)
 {
 	unsigned long lo = s, hi = e, g, len, h, t;
 	size_t bytes, unmapped;
+	bool short_unmap = false;
 
 	if (twostep_links_inside(a->links, s)) {
 		h = twostep_links_head(a->links, s);
 		t = twostep_links_end(a->links, s);
-		if (twostep_split(ctx, a, h, t, s, min(t, e), gather))
+		if (twostep_split(ctx, a, h, t, s, min(t, e), gather,
+				  &short_unmap))
 			lo = min(t, e);
 	}
 	if (lo < hi && twostep_links_inside(a->links, e)) {
 		h = twostep_links_head(a->links, e);
 		t = twostep_links_end(a->links, e);
-		if (twostep_split(ctx, a, h, t, h, e, gather))
+		if (twostep_split(ctx, a, h, t, h, e, gather, &short_unmap))
 			hi = max(h, lo);
 	}
 	for (g = twostep_links_next_run(a->links, lo, &len); g < hi;
@@ -388,10 +406,10 @@ static void twostep_unmap_span(struct twostep_ctx *ctx,
 		unmapped = iommu_unmap_fast(ctx->domain,
 					    twostep_g2iova(ctx, a, g), bytes,
 					    gather);
-		WARN_ONCE(unmapped != bytes,
-			  "twostep: unlink unmapped %zu of %zu bytes\n",
-			  unmapped, bytes);
+		if (unmapped != bytes)
+			short_unmap = true;
 	}
+	return !short_unmap;
 }
 
 /* After the flush: [s, e) may be linked again; @n granules were linked. */
@@ -402,6 +420,28 @@ static void twostep_unmap_done(struct twostep_ctx *ctx,
 	twostep_big_clear(a, s, e);
 	twostep_links_clear(a->links, s, e - s);
 	twostep_linked_add(ctx, -(long)n);
+}
+
+/*
+ * An unlink of granules [s, e) overlapped another call on the range: a
+ * link that claimed granules it then cleared may have mapped them after
+ * its unmap. The teardown looks at the page table there (ctx.c).
+ */
+static noinline void twostep_raced(struct twostep_alloc *a, unsigned long s,
+				   unsigned long e)
+{
+	unsigned long flags;
+
+	xa_lock_irqsave(&a->big, flags);
+	if (!a->raced) {
+		a->raced_lo = s;
+		a->raced_hi = e;
+	} else {
+		a->raced_lo = min(a->raced_lo, s);
+		a->raced_hi = max(a->raced_hi, e);
+	}
+	WRITE_ONCE(a->raced, true);
+	xa_unlock_irqrestore(&a->big, flags);
 }
 
 /**
@@ -418,8 +458,6 @@ bool twostep_iova_try_alloc(struct device *dev,
 			    struct twostep_iova_state *state,
 			    phys_addr_t phys, size_t size)
 {
-	struct twostep_alloc *a;
-
 	if (!state)
 		return false;
 	memset(state, 0, sizeof(*state));
@@ -439,13 +477,7 @@ bool twostep_iova_try_alloc(struct device *dev,
 	 */
 	if ((u64)size > TWOSTEP_IOVA_MAX_SIZE)
 		return false;
-	a = twostep_alloc_new(dev, phys, size);
-	if (!a)
-		return false;
-	twostep_dbg(alloc, a, _RET_IP_);
-	state->addr = a->addr;
-	state->__size = a->size;
-	return true;
+	return twostep_alloc_new(dev, phys, size, state, _RET_IP_);
 }
 EXPORT_SYMBOL_GPL(twostep_iova_try_alloc);
 
@@ -471,6 +503,7 @@ int twostep_iova_link(struct device *dev, struct twostep_iova_state *state,
 	struct twostep_ctx *ctx;
 	dma_addr_t iova;
 	int prot, ret;
+	long seq;
 
 	rcu_read_lock_sched();
 	ret = twostep_resolve(dev, state, &ctx, &a, &why);
@@ -497,7 +530,7 @@ int twostep_iova_link(struct device *dev, struct twostep_iova_state *state,
 	}
 	if (ret)
 		goto refused;
-	if (unlikely(!twostep_alloc_enter(a))) {
+	if (unlikely(!twostep_alloc_enter(a, &seq))) {
 		why = "the range is being freed";
 		ret = -ENOENT;
 		goto refused;
@@ -602,7 +635,8 @@ void twostep_iova_unlink(struct device *dev, struct twostep_iova_state *state,
 	const char *why = NULL;
 	struct twostep_ctx *ctx;
 	u64 asize, last;
-	bool past;
+	bool past, whole;
+	long seq;
 	int ret;
 
 	rcu_read_lock_sched();
@@ -627,25 +661,28 @@ void twostep_iova_unlink(struct device *dev, struct twostep_iova_state *state,
 	end = ((a->addr - a->base + last) >> ctx->shift) + 1;
 	why = "the range is being freed";
 	ret = -ENOENT;
-	if (unlikely(!twostep_alloc_enter(a)))
+	if (unlikely(!twostep_alloc_enter(a, &seq)))
 		goto refused;
 	n = twostep_linked_in(a, first, end);
 	if (n) {
 		iommu_iotlb_gather_init(&gather);
-		twostep_unmap_span(ctx, a, first, end, &gather);
+		whole = twostep_unmap_span(ctx, a, first, end, &gather);
 		iommu_iotlb_sync(ctx->domain, &gather);
 		/* only now may the granules be linked again */
 		twostep_unmap_done(ctx, a, first, end, n);
+		if (unlikely(!whole || twostep_alloc_overlapped(a, seq)))
+			twostep_raced(a, first, end);
 	}
 	twostep_alloc_exit(a);
 	twostep_dbg(unlink, ctx, a, n, dir, _RET_IP_);
-	rcu_read_unlock_sched();
+	/* under the guard still: a detach may free the context after it */
 	if (past || n < end - first)
 		twostep_misuse(ctx, dev, "unlink: %s%s: unmapped the %lu linked granule(s) of %lu",
 			       past ? "range reaches past the allocation" : "",
 			       n < end - first ? (past ? ", not wholly linked" :
 						  "range not wholly linked") : "",
 			       n, end - first);
+	rcu_read_unlock_sched();
 	return;
 
 refused:
@@ -696,10 +733,11 @@ long twostep_iova_unlink_bitmap(struct device *dev,
 {
 	struct iommu_iotlb_gather all, one;
 	unsigned long rs, re, end, per, mask, n = 0, want = 0;
+	bool whole = true;
 	const char *why = NULL;
 	struct twostep_ctx *ctx;
 	struct twostep_alloc *a;
-	long done = 0;
+	long done = 0, seq;
 	u64 bytes;
 	int ret;
 
@@ -727,7 +765,7 @@ long twostep_iova_unlink_bitmap(struct device *dev,
 	}
 	ret = -ENOENT;
 	why = "the range is being freed";
-	if (unlikely(!twostep_alloc_enter(a)))
+	if (unlikely(!twostep_alloc_enter(a, &seq)))
 		goto refused;
 	iommu_iotlb_gather_init(&all);
 	rs = first;
@@ -735,7 +773,8 @@ long twostep_iova_unlink_bitmap(struct device *dev,
 		want += (re - rs) * per;
 		n += twostep_linked_in(a, rs * per, re * per);
 		iommu_iotlb_gather_init(&one);
-		twostep_unmap_span(ctx, a, rs * per, re * per, &one);
+		if (!twostep_unmap_span(ctx, a, rs * per, re * per, &one))
+			whole = false;
 		twostep_gather_merge(&all, &one);
 		done += re - rs;
 	}
@@ -745,11 +784,15 @@ long twostep_iova_unlink_bitmap(struct device *dev,
 	for_each_set_bitrange_from(rs, re, bitmap, end)
 		twostep_unmap_done(ctx, a, rs * per, re * per, 0);
 	twostep_linked_add(ctx, -(long)n);
+	/* every set run's map was cleared, linked or not */
+	if (unlikely(!whole || twostep_alloc_overlapped(a, seq)))
+		twostep_raced(a, first * per, end * per);
 	twostep_alloc_exit(a);
-	rcu_read_unlock_sched();
+	/* under the guard still: a detach may free the context after it */
 	if (n < want)
 		twostep_misuse(ctx, dev, "unlink: entries not wholly linked: %lu of %lu granules",
 			       n, want);
+	rcu_read_unlock_sched();
 	return done;
 
 refused:

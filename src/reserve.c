@@ -169,6 +169,44 @@ out_free_table:
 }
 
 /**
+ * twostep_reserve_probe_units - does the driver keep map calls whole?
+ * @domain: the domain
+ * @start: two free granules of a reservation, mapped by nothing
+ * @shift: log2 of the granule
+ *
+ * Maps two granules of the zero block, read-only, in one map_pages call,
+ * as a link does, and unmaps one. A page-table driver unmaps that one
+ * granule; virtio-iommu keeps each map request as one mapping that an
+ * unmap cannot split, and unmaps both or nothing. Both are unmapped after.
+ * Drivers without map_pages (7.x's generic page table) are page tables.
+ *
+ * Context: process context, may sleep.
+ * Return: true when an unmap cannot cut what one map call mapped.
+ */
+bool twostep_reserve_probe_units(struct iommu_domain *domain,
+				 dma_addr_t start, unsigned int shift)
+{
+	const struct iommu_domain_ops *ops = domain->ops;
+	size_t gran = 1UL << shift, mapped = 0, unmapped;
+
+	might_sleep();
+	if (!ops->map_pages)
+		return false;
+	if (ops->map_pages(domain, start, page_to_phys(twostep_zero), gran, 2,
+			   IOMMU_READ | IOMMU_CACHE, GFP_KERNEL, &mapped) ||
+	    mapped != 2 * gran) {
+		/* cannot tell: take the careful side */
+		if (mapped)
+			iommu_unmap(domain, start, mapped);
+		return true;
+	}
+	unmapped = iommu_unmap(domain, start, gran);
+	if (unmapped < 2 * gran)
+		iommu_unmap(domain, start + unmapped, 2 * gran - unmapped);
+	return unmapped != gran;
+}
+
+/**
  * twostep_unreserve - return a range reserved by twostep_reserve()
  * @dev: device it was reserved for
  * @domain: the device's DMA-API domain

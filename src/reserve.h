@@ -16,6 +16,8 @@ void twostep_reserve_exit(void);
 u64 twostep_reserve_block(void);
 int twostep_reserve(struct device *dev, struct iommu_domain *domain,
 		    u64 size, dma_addr_t *start);
+bool twostep_reserve_probe_units(struct iommu_domain *domain,
+				 dma_addr_t start, unsigned int shift);
 void twostep_unreserve(struct device *dev, struct iommu_domain *domain,
 		       dma_addr_t start, u64 size);
 
