@@ -16,11 +16,14 @@
  * unbinding the driver or removing the device gives everything back. When
  * the group's domain changes (sysfs type, with no driver bound), the next
  * try_alloc() or attach() drops what twostep held in the old domain
- * without touching it and starts afresh; states from before are stale.
+ * without touching it and starts afresh, and the other calls refuse
+ * states from before (-ENODEV). On 6.1 and 6.12 this holds also when
+ * the new domain has the old one's address.
  *
  * Error codes returned by the int-returning calls:
  *   -ENODEV  twostep holds nothing for the device (never used, detached,
- *            or the device does not translate)
+ *            or the device does not translate), or what it held is of a
+ *            domain that was replaced
  *   -ENOENT  the state does not describe a live allocation of the device
  *            (never allocated, already freed or destroyed, a forged copy,
  *            or a stale copy: see struct twostep_iova_state)

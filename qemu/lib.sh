@@ -295,7 +295,7 @@ ts_config() {
 		[ "$TS_KERNEL_NAME" = 6.1 ] && sw=refuse
 		TS_APPEND="intel_iommu=on iommu.strict=1 iommu.forcedac=1 slab_nomerge slub_debug=FZPU ts_group=$sw"
 		TS_EXPECT_API=1 TS_DMAR=1 wo=0 edus=2
-		TS_SUMMARIES="$TS_SUMMARIES|group classic addresses" ;;
+		TS_SUMMARIES="$TS_SUMMARIES|group classic addresses|domain switches" ;;
 	intel-pt)
 		# passthrough: identity domain, the fallback path must work
 		TS_QEMU_ARGS+=(-device intel-iommu,intremap=on)

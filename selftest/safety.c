@@ -1412,6 +1412,46 @@ static struct device *gl_peer(struct ts *t)
 }
 
 /*
+ * A new domain at the old one's address, forced: what a group's type
+ * switched away and back leaves when the allocator hands the old address
+ * out again is a zeroed domain there, without the mark twostep puts on
+ * the domains it reserves in. Clearing the mark of the unbound peer's
+ * live domain makes exactly that. The context the peer holds must then
+ * not serve (a link on its range is refused), and the next try_alloc
+ * must start a new context. The old context's reservation is not given
+ * back (its domain counts as gone): it stays reserved in the peer's
+ * domain, which the guest's init switches away next (6.12) or which is
+ * dropped at power-off (6.1). Leaves the peer one live range.
+ */
+static void gl_same_address(struct ts *t, struct device *peer)
+{
+#ifdef TWOSTEP_HAVE_DOMAIN_TAG
+	struct iommu_domain *dom = iommu_get_domain_for_dev(peer);
+	struct twostep_iova_state st, st2;
+	struct twostep_stats s = { };
+	int link, served, ret;
+
+	if (!TS_EXPECT(t, twostep_iova_try_alloc(peer, &st, 0, 2 * PAGE_SIZE),
+		       "same address: try_alloc on the peer"))
+		return;
+	iommu_set_fault_handler(dom, NULL, NULL);
+	link = twostep_iova_link(peer, &st, page_to_phys(ZERO_PAGE(0)),
+				 PAGE_SIZE, PAGE_SIZE, DMA_TO_DEVICE, 0);
+	ret = twostep_iova_try_alloc(peer, &st2, 0, PAGE_SIZE) ? 0 : -ENOMEM;
+	ret = ret ?: twostep_get_stats(peer, &s);
+	/* the old context served the link, or still holds its two ranges */
+	served = link != -ENODEV || s.live_allocs != 1;
+	ktap_line("# summary: domain switches 1 same address 1 stale served %d",
+		  served);
+	TS_EXPECT(t, !ret && !served,
+		  "same address: link %d, try_alloc %d, %lu live range(s)",
+		  link, ret, s.live_allocs);
+#else
+	ts_diag("same address: not run, this kernel's domains carry no mark (only the address is compared)");
+#endif
+}
+
+/*
  * Unbind the peer and leave it a context with a live range (the kernel's
  * zero page linked read-only): no unbind will come for it. The guest's
  * init then unbinds the group, switches its type, runs group_revalidate
@@ -1445,6 +1485,7 @@ static int case_group_leftover(struct ts *t)
 	TS_EXPECT(t, !ret && s.live_allocs == 1 && s.linked_granules == 1,
 		  "the peer's range: %d, %lu live, %lu granules linked", ret,
 		  s.live_allocs, s.linked_granules);
+	gl_same_address(t, peer);
 	/* the domain's address, for group_revalidate to compare (guest-init) */
 	ktap_line("# group leftover on %s domain %#lx", dev_name(peer),
 		  (unsigned long)iommu_get_domain_for_dev(peer));

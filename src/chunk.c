@@ -184,6 +184,11 @@ void twostep_grow_work(struct work_struct *work)
 					       grow_work);
 	u64 want = atomic64_xchg(&ctx->grow_want, 0);
 
+	/* the domain replaced under a context left without a driver */
+	if (!twostep_ctx_usable(ctx)) {
+		schedule_work(&twostep_stale_work);
+		return;
+	}
 	/* a free run of the size asked, not just as many free granules */
 	if (want && !twostep_can_alloc(ctx, want >> ctx->shift))
 		twostep_ctx_grow(ctx, want, READ_ONCE(ctx->nchunks), true);
@@ -217,6 +222,10 @@ void twostep_shrink_work(struct work_struct *work)
 	LIST_HEAD(gone);
 	u64 kept = 0;
 
+	if (!twostep_ctx_usable(ctx)) {
+		schedule_work(&twostep_stale_work);
+		return;
+	}
 	/* what the per-CPU caches hold goes back to the chunks first */
 	twostep_pcpu_drain(ctx);
 	noio = memalloc_noio_save();

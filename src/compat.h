@@ -90,4 +90,34 @@ static inline void twostep_compat_gather_splice(struct iommu_iotlb_gather *to,
 #endif
 }
 
+/*
+ * twostep's mark on a domain it reserves in, so that a domain allocated
+ * later at the same address (a group's type switched away and back) is
+ * not taken for it: the fault handler's token, which the DMA API's own
+ * domains leave unused (no handler); a new domain is zeroed. Where the
+ * token shares a union with the DMA cookie (6.15 and later) there is no
+ * mark, and only the domain's address is compared.
+ */
+static inline bool twostep_compat_domain_mark(struct iommu_domain *domain,
+					      void *tag)
+{
+#ifdef TWOSTEP_HAVE_DOMAIN_TAG
+	if (domain->handler)
+		return false;
+	if (READ_ONCE(domain->handler_token) != tag)
+		iommu_set_fault_handler(domain, NULL, tag);
+#endif
+	return true;
+}
+
+static inline bool twostep_compat_domain_marked(struct iommu_domain *domain,
+						void *tag)
+{
+#ifdef TWOSTEP_HAVE_DOMAIN_TAG
+	return READ_ONCE(domain->handler_token) == tag;
+#else
+	return true;
+#endif
+}
+
 #endif /* _TWOSTEP_COMPAT_H */

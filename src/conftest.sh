@@ -31,4 +31,9 @@ have_decl include/linux/dma-mapping.h 'bool dma_need_unmap(' &&
 	printf ' -DTWOSTEP_HAVE_DMA_NEED_UNMAP'
 have_decl include/linux/iommu.h 'struct iommu_pages_list' &&
 	printf ' -DTWOSTEP_HAVE_IOMMU_PAGES_LIST'
+# the fault handler's token as a member of its own (6.1, 6.12), not in a
+# union with the DMA cookie (cookie_type, 6.15 and later)
+have_decl include/linux/iommu.h 'void \*handler_token;' &&
+	! have_decl include/linux/iommu.h 'cookie_type;' &&
+	printf ' -DTWOSTEP_HAVE_DOMAIN_TAG'
 echo

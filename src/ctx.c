@@ -89,6 +89,9 @@ static int twostep_dev_check(struct device *dev, struct iommu_domain **domp)
 		return -EOPNOTSUPP;
 	if ((1UL << __ffs(domain->pgsize_bitmap)) > PAGE_SIZE)
 		return -EOPNOTSUPP;
+	/* a domain with a fault handler of someone's cannot carry the mark */
+	if (!twostep_compat_domain_mark(domain, &twostep_domain_tag))
+		return -EOPNOTSUPP;
 	*domp = domain;
 	return 0;
 }
@@ -108,15 +111,8 @@ static void twostep_ctx_free(struct twostep_ctx *ctx)
 	kfree(ctx);
 }
 
-/*
- * Has the device's domain changed under @ctx? Off the link path: a driver
- * links only into a device it drives, and the group's domain changes only
- * while no driver of the group is bound.
- */
-static bool twostep_ctx_stale(struct twostep_ctx *ctx)
-{
-	return iommu_get_domain_for_dev(ctx->dev) != ctx->domain;
-}
+/* twostep's mark on the domains it reserves in (twostep_ctx_stale()) */
+char twostep_domain_tag;
 
 /*
  * Unlist the context of @dev (only if stale, with @stale_only) and destroy
@@ -188,7 +184,7 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 
 	rcu_read_lock();
 	ctx = twostep_ctx_find(dev);
-	stale = ctx && twostep_ctx_stale(ctx);
+	stale = ctx && !twostep_ctx_usable(ctx);
 	if (ctx && !stale)
 		atomic_inc(&ctx->users);
 	rcu_read_unlock();
@@ -226,6 +222,8 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	}
 	for_each_possible_cpu(cpu)
 		spin_lock_init(&per_cpu_ptr(ctx->pcpu, cpu)->lock);
+	/* a driver bound: see twostep_ctx_usable() */
+	ctx->bound = !!READ_ONCE(dev->driver);
 	ctx->dev = get_device(dev);
 	ctx->domain = domain;
 	ctx->shift = __ffs(domain->pgsize_bitmap);
@@ -519,7 +517,7 @@ void twostep_ctx_destroy(struct twostep_ctx *ctx, const char *why,
 	 * (sysfs type): the old domain is gone with everything mapped in it,
 	 * so nothing of it may be touched. Only memory is freed.
 	 */
-	if (iommu_get_domain_for_dev(ctx->dev) != ctx->domain) {
+	if (twostep_ctx_stale(ctx)) {
 		ctx->domain_gone = true;
 		dev_warn(ctx->dev, "twostep: %s: the device's domain changed; its old reservation went with it\n",
 			 why);

@@ -21,6 +21,7 @@
 #include <linux/sizes.h>
 #include <linux/spinlock.h>
 
+#include "compat.h"
 #include "links.h"
 #include "twostep.h"
 
@@ -118,6 +119,9 @@ struct twostep_pcpu {
  * @shrink_work: gives wholly free chunks back to the DMA API
  * @dying: the context is being torn down: no more give-back work
  * @domain_gone: @domain was replaced (group type changed): never touch it
+ * @bound: made while a driver was bound to the device: the group's domain
+ *         cannot change before that driver unbinds, and the unbind
+ *         destroys the context (module.c), so calls need not check
  * @users: sleeping try_alloc() calls under way (detach waits for them)
  * @slot_next: where the search for a free slot starts (round robin)
  * @slot_used: one bit per slot, set while the slot is taken
@@ -152,6 +156,7 @@ struct twostep_ctx {
 	struct delayed_work shrink_work;
 	bool dying;
 	bool domain_gone;
+	bool bound;
 	atomic_t users;
 	unsigned int slot_next;
 	unsigned long *slot_used;
@@ -235,6 +240,36 @@ static inline struct twostep_ctx *twostep_ctx_find(struct device *dev)
 		if (ctx->dev == dev)
 			return ctx;
 	return NULL;
+}
+
+extern char twostep_domain_tag;
+
+/*
+ * Has the device's domain been replaced under @ctx (sysfs type, possible
+ * only while no driver of the group is bound)? By address and by
+ * twostep's mark (compat.h), which a new domain at the old one's address
+ * does not have. Never touches @ctx->domain unless it is the device's.
+ */
+static inline bool twostep_ctx_stale(struct twostep_ctx *ctx)
+{
+	struct iommu_domain *now = iommu_get_domain_for_dev(ctx->dev);
+
+	return READ_ONCE(ctx->domain_gone) || now != ctx->domain ||
+	       !twostep_compat_domain_marked(now, &twostep_domain_tag);
+}
+
+/*
+ * May a call use @ctx->domain? A context made while a driver was bound
+ * may while one is; any other is checked (a group reference on 6.1).
+ */
+static inline bool twostep_ctx_usable(struct twostep_ctx *ctx)
+{
+	if (likely(ctx->bound && READ_ONCE(ctx->dev->driver)))
+		return true;
+	if (!twostep_ctx_stale(ctx))
+		return true;
+	WRITE_ONCE(ctx->domain_gone, true);
+	return false;
 }
 
 void twostep_ctx_destroy(struct twostep_ctx *ctx, const char *why,
