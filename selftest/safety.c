@@ -1447,7 +1447,7 @@ static void gl_same_address(struct ts *t, struct device *peer)
 		  "same address: link %d, try_alloc %d, %lu live range(s)",
 		  link, ret, s.live_allocs);
 #else
-	ts_diag("same address: not run, this kernel's domains carry no mark (only the address is compared)");
+	ts_diag("same address: not run, no mark on this kernel's domains");
 #endif
 }
 
