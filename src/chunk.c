@@ -185,7 +185,7 @@ void twostep_grow_work(struct work_struct *work)
 	u64 want = atomic64_xchg(&ctx->grow_want, 0);
 
 	/* the domain replaced under a context left without a driver */
-	if (!twostep_ctx_usable(ctx)) {
+	if (!twostep_ctx_usable(ctx, true)) {
 		schedule_work(&twostep_stale_work);
 		return;
 	}
@@ -222,7 +222,7 @@ void twostep_shrink_work(struct work_struct *work)
 	LIST_HEAD(gone);
 	u64 kept = 0;
 
-	if (!twostep_ctx_usable(ctx)) {
+	if (!twostep_ctx_usable(ctx, true)) {
 		schedule_work(&twostep_stale_work);
 		return;
 	}

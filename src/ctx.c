@@ -184,7 +184,7 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 
 	rcu_read_lock();
 	ctx = twostep_ctx_find(dev);
-	stale = ctx && !twostep_ctx_usable(ctx);
+	stale = ctx && !twostep_ctx_usable(ctx, true);
 	if (ctx && !stale)
 		atomic_inc(&ctx->users);
 	rcu_read_unlock();

@@ -40,7 +40,7 @@ twostep_resolve(struct device *dev, const struct twostep_iova_state *state,
 		*why = "twostep holds nothing for the device";
 		return -ENODEV;
 	}
-	if (unlikely(!twostep_ctx_usable(ctx))) {
+	if (unlikely(!twostep_ctx_usable(ctx, false))) {
 		schedule_work(&twostep_stale_work);
 		*why = "the device's domain was replaced";
 		return -ENODEV;
