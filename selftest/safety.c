@@ -301,6 +301,34 @@ static void cm_fresh(struct ts *t)
 		twostep_detach(t->dev);
 }
 
+/* One link of @n pages at @off of an 8-page range, then [lo, hi) unlinked */
+struct cm_cut_spec {
+	const char *what;
+	unsigned int off, n, lo, hi;
+};
+
+static const struct cm_cut_spec cm_cuts[] = {
+	{ "middle", 1, 5, 3, 4 },
+	{ "head", 1, 5, 1, 3 },
+	{ "tail", 1, 5, 5, 6 },
+	{ "across", 0, 8, 2, 6 },
+	{ "two", 0, 2, 1, 2 },
+};
+
+/* One cut of @c, with the link's record store made to fail if @rec. */
+static void cm_cut(struct uc *u, const struct cm_cut_spec *c, phys_addr_t pb,
+		   unsigned long mask, bool rec)
+{
+	char name[48];
+
+	snprintf(name, sizeof(name), "%s mask %#lx%s", c->what, mask,
+		 rec ? " record failed" : "");
+	if (rec)
+		twostep_debug_fail(TWOSTEP_FAIL_RECORD, 1);
+	uc_cut(u, name, pb, 8, c->off, c->n, (size_t)c->lo * PAGE_SIZE,
+	       (size_t)c->hi * PAGE_SIZE);
+}
+
 /*
  * Links of several granules cut by unlinks, in a context made while the
  * domain's page sizes are its own, then narrowed to 4 KiB | 2 MiB | 1 GiB
@@ -315,11 +343,10 @@ static int case_cut_masks(struct ts *t)
 {
 	struct iommu_domain *dom = ts_domain(t);
 	unsigned long orig, narrow, masks[2];
-	unsigned int nmasks = 0, m, rec, cases0;
+	unsigned int nmasks = 0, m, rec, cases0, c;
 	struct uc u = { .t = t };
 	struct page *block;
 	phys_addr_t pb;
-	char name[48];
 
 	if (!TS_EXPECT(t, dom, "the device's domain"))
 		return 0;
@@ -337,23 +364,9 @@ static int case_cut_masks(struct ts *t)
 			cm_fresh(t);
 			WRITE_ONCE(dom->pgsize_bitmap, masks[m]);
 			cases0 = u.cases;
-#define CM_CUT(what, pages, off, n, lo, hi)				\
-			do {						\
-				snprintf(name, sizeof(name), "%s mask %#lx%s", \
-					 what, masks[m],		\
-					 rec ? " record failed" : "");	\
-				if (rec)				\
-					twostep_debug_fail(TWOSTEP_FAIL_RECORD, 1); \
-				uc_cut(&u, name, pb, pages, off, n,	\
-				       (lo) * PAGE_SIZE, (hi) * PAGE_SIZE); \
-			} while (0)
 			/* links of 5 and 8 granules cut inside, at an end */
-			CM_CUT("middle", 8, 1, 5, 3, 4);
-			CM_CUT("head", 8, 1, 5, 1, 3);
-			CM_CUT("tail", 8, 1, 5, 5, 6);
-			CM_CUT("across", 8, 0, 8, 2, 6);
-			CM_CUT("two", 8, 0, 2, 1, 2);
-#undef CM_CUT
+			for (c = 0; c < ARRAY_SIZE(cm_cuts); c++)
+				cm_cut(&u, &cm_cuts[c], pb, masks[m], rec);
 			twostep_debug_fail(TWOSTEP_FAIL_RECORD, 0);
 			TS_EXPECT(t, u.cases > cases0, "no cut ran");
 			cm_fresh(t);
