@@ -35,9 +35,14 @@ modules clean:
 # 6.1 or 6.12. The CSV names the accelerator (KVM where it works, else
 # TCG); ./qemu/bench.sh --compare OLD.csv NEW.csv compares two runs of one
 # accelerator. See doc/benchmarks.md.
+# BENCH_ICOUNT=1 runs the guests under TCG's -icount shift=0, where a ns of
+# guest time is one instruction executed: instruction counts, which the
+# emulation's cost of atomics and of the IOMMU does not distort.
 BENCH_KERNEL ?= 7.3
+BENCH_ICOUNT ?= 0
 bench:
-	TS_BENCH_KERNEL=$(BENCH_KERNEL) ./qemu/bench.sh
+	TS_BENCH_KERNEL=$(BENCH_KERNEL) TS_BENCH_ICOUNT=$(BENCH_ICOUNT) \
+		./qemu/bench.sh
 
 .PHONY: bench
 

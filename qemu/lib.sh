@@ -336,7 +336,11 @@ ts_config() {
 			-D "$TS_RESULTS/$cfgname.trace")
 		local reps=${TS_BENCH_REPS:-9} maxn=${TS_BENCH_MAX_N:-4096}
 		TS_APPEND="intel_iommu=on $iommu ts_params=bench=1:bench_reps=$reps:bench_max_n=$maxn"
-		TS_EXPECT_API=$api TS_SMP=2 TS_SUMMARIES="" TS_EXAMPLE=0 ;;
+		TS_EXPECT_API=$api TS_SMP=2 TS_SUMMARIES="" TS_EXAMPLE=0
+		# BENCH_ICOUNT=1: a guest ns is one instruction (ts_cfg_accel)
+		[ "${TS_BENCH_ICOUNT:-0}" = 1 ] &&
+			TS_CFG_ICOUNT=shift=0,sleep=off
+		;;
 	*)
 		return 1 ;;
 	esac
@@ -486,15 +490,21 @@ ts_accel() {
 
 # The accelerator of configuration $1's boot: the run's, but -icount (the
 # ODP cells, TS_ICOUNT) is TCG's alone, so such a cell keeps TCG under any
-# run and says so. Sets TS_CFG_ACCEL and prints "tcg", "kvm" or
-# "tcg (-icount: TCG only)".
+# run and says so. Sets TS_CFG_ACCEL and prints "tcg", "kvm",
+# "tcg (-icount: TCG only)" or, for a benchmark whose guest clock counts
+# instructions (TS_BENCH_ICOUNT=1), "icount (...)": its figures are
+# instruction counts, not times, and its CSV rows say so.
 ts_cfg_accel() {
 	ts_config "$1" || ts_die "unknown configuration $1"
 	ts_accel_init
 	TS_CFG_ACCEL=$TS_ACCEL
 	if [ -n "$TS_CFG_ICOUNT" ]; then
 		TS_CFG_ACCEL=tcg
-		echo "tcg (-icount: TCG only)"
+		case "$TS_CFG_ICOUNT" in
+		shift=0,*)
+			echo "icount (TCG under -icount shift=0: one ns of guest time per instruction)" ;;
+		*)	echo "tcg (-icount: TCG only)" ;;
+		esac
 	else
 		echo "$TS_CFG_ACCEL"
 	fi

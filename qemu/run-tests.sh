@@ -133,14 +133,21 @@ bench_tier_kernel() {
 	case "$1" in *@*) echo "${1#*@}" ;; *) echo 7.3 ;; esac
 }
 
+# Whether a bench-smoke tier runs make bench's BENCH_ICOUNT=1: the one on
+# 6.1 does, so that the option is run end to end too.
+bench_tier_icount() {
+	case "$1" in *@6.1) echo 1 ;; *) echo 0 ;; esac
+}
+
 # A bench-smoke tier (its name, and the pipeline's exit status): each
 # guest's cases and figures (ts_bench_smoke_checks), then the files it
 # wrote. Switches the benchmark's kernel to the tier's.
 bench_report() {
-	local mode cfg rc bench_dir=$TS_RESULTS/$1
+	local mode cfg rc bench_dir=$TS_RESULTS/$1 TS_BENCH_ICOUNT
 	ts_bench_kernel "$(bench_tier_kernel "$1")"
+	TS_BENCH_ICOUNT=$(bench_tier_icount "$1")
 	shift
-	echo "== bench-smoke on $TS_BENCH_KERNEL (make bench's pipeline: $TS_BENCH_MODES, $TS_BENCH_REPS repetitions, N <= $TS_BENCH_MAX_N; exit $1, log: $bench_dir/pipeline.log)"
+	echo "== bench-smoke on $TS_BENCH_KERNEL (make bench's pipeline: $TS_BENCH_MODES, $TS_BENCH_REPS repetitions, N <= $TS_BENCH_MAX_N$([ "$TS_BENCH_ICOUNT" = 1 ] && echo ", BENCH_ICOUNT=1"); exit $1, log: $bench_dir/pipeline.log)"
 	for mode in $TS_BENCH_MODES; do
 		cfg=$(ts_bench_cfg "$mode")
 		rc=$(cat "$TS_RESULTS/$cfg.rc" 2>/dev/null || echo 255)
@@ -282,6 +289,7 @@ if [ ${#boots[@]} -gt 0 ]; then
 			mkdir -p "$TS_RESULTS/$c"
 			# shellcheck disable=SC2086 # a list of modes
 			( rc=0; ts_bench_kernel "$(bench_tier_kernel "$c")"
+			TS_BENCH_ICOUNT=$(bench_tier_icount "$c")
 			ts_bench_run "$TS_RESULTS/$c" $TS_BENCH_MODES \
 				>"$TS_RESULTS/$c/pipeline.log" 2>&1 || rc=$?
 			echo "$rc" >"$TS_RESULTS/$c.rc" ) &

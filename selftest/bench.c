@@ -70,6 +70,9 @@ static const unsigned int bm_sizes[] = {
 
 enum bm_phase { BM_PHASE_MAP, BM_PHASE_UNMAP, BM_PHASE_END };
 
+/* The timed pieces of one range (bm_profile_ranges()). */
+enum { BR_ALLOC, BR_LINK, BR_SYNC, BR_DESTROY, BR_WHOLE, BR_NR };
+
 struct bm {
 	struct ts *t;
 	struct iommu_domain *dom;
@@ -79,6 +82,7 @@ struct bm {
 	unsigned int npages, reps;
 	u64 map_ns[BM_NR][ARRAY_SIZE(bm_sizes)][BM_REPS_MAX];
 	u64 unmap_ns[BM_NR][ARRAY_SIZE(bm_sizes)][BM_REPS_MAX];
+	u64 piece_ns[2][BR_NR][BM_REPS_MAX];	/* the profiles' */
 	unsigned int errors;
 };
 
@@ -380,58 +384,146 @@ static void bm_profile(struct bm *b, unsigned int n)
 		  ret ? " (errors)" : "");
 }
 
+/* The median of @v[0..@n), which is sorted. */
+static u64 bm_median(u64 *v, unsigned int n)
+{
+	sort(v, n, sizeof(*v), bm_cmp, NULL);
+	return n ? v[n / 2] : 0;
+}
+
 /*
- * The pieces of one contiguous link of @n pages (2 MiB at n = 512), in ns
- * per call, best of @reps, for twostep and, where the kernel has it, the
- * native implementation: try_alloc (with its free, untimed), the link,
- * and destroy.
+ * One range of @n pages of the contiguous block, the way a block driver
+ * or a GPU fault maps it: try_alloc, one link, sync, destroy, each timed,
+ * and the four together; @native: with the kernel's own dma_iova_*.
+ * Returns an error of the link or sync, or -ENOMEM when try_alloc said no.
  */
-static void bm_profile_contig(struct bm *b, unsigned int n)
+static int bm_range_once(struct bm *b, bool native, unsigned int n,
+			 u64 *t)
 {
 	struct device *dev = b->t->dev;
 	size_t len = (size_t)n * PAGE_SIZE;
 	phys_addr_t phys = page_to_phys(b->block);
-	u64 best[2][3], t0, t1, t2, t3;
 	struct twostep_iova_state st;
 #if TS_HAVE_NATIVE
 	struct dma_iova_state nst;
 #endif
-	unsigned int rep, i;
-	int ret = 0;
+	u64 t0, t1, t2, t3, t4;
+	int ret;
 
-	memset(best, 0xff, sizeof(best));
-	for (rep = 0; rep < b->reps; rep++) {
+	if (!native) {
 		t0 = ktime_get_ns();
 		if (!twostep_iova_try_alloc(dev, &st, 0, len))
-			return;
+			return -ENOMEM;
 		t1 = ktime_get_ns();
-		ret |= twostep_iova_link(dev, &st, phys, 0, len,
-					 DMA_BIDIRECTIONAL, 0);
+		ret = twostep_iova_link(dev, &st, phys, 0, len,
+					DMA_BIDIRECTIONAL, 0);
 		t2 = ktime_get_ns();
-		twostep_iova_destroy(dev, &st, len, DMA_BIDIRECTIONAL, 0);
+		ret = ret ?: twostep_iova_sync(dev, &st, 0, len);
 		t3 = ktime_get_ns();
-		best[0][0] = min(best[0][0], t1 - t0);
-		best[0][1] = min(best[0][1], t2 - t1);
-		best[0][2] = min(best[0][2], t3 - t2);
+		twostep_iova_destroy(dev, &st, len, DMA_BIDIRECTIONAL, 0);
+		t4 = ktime_get_ns();
+	} else {
 #if TS_HAVE_NATIVE
 		t0 = ktime_get_ns();
 		if (!dma_iova_try_alloc(dev, &nst, 0, len))
-			return;
+			return -ENOMEM;
 		t1 = ktime_get_ns();
-		ret |= dma_iova_link(dev, &nst, phys, 0, len,
-				     DMA_BIDIRECTIONAL, 0);
+		ret = dma_iova_link(dev, &nst, phys, 0, len,
+				    DMA_BIDIRECTIONAL, 0);
 		t2 = ktime_get_ns();
-		dma_iova_destroy(dev, &nst, len, DMA_BIDIRECTIONAL, 0);
+		ret = ret ?: dma_iova_sync(dev, &nst, 0, len);
 		t3 = ktime_get_ns();
-		best[1][0] = min(best[1][0], t1 - t0);
-		best[1][1] = min(best[1][1], t2 - t1);
-		best[1][2] = min(best[1][2], t3 - t2);
+		dma_iova_destroy(dev, &nst, len, DMA_BIDIRECTIONAL, 0);
+		t4 = ktime_get_ns();
+#else
+		return -EOPNOTSUPP;
 #endif
 	}
-	for (i = 0; i < 1 + TS_HAVE_NATIVE; i++)
-		ktap_line("# profile contig n=%u: %s try_alloc %llu link %llu destroy %llu ns%s",
-			  n, i ? "native" : "twostep", best[i][0], best[i][1],
-			  best[i][2], ret ? " (errors)" : "");
+	t[BR_ALLOC] = t1 - t0;
+	t[BR_LINK] = t2 - t1;
+	t[BR_SYNC] = t3 - t2;
+	t[BR_DESTROY] = t4 - t3;
+	t[BR_WHOLE] = t4 - t0;
+	return ret;
+}
+
+/*
+ * Small and large ranges of 1, 16 and 512 pages (4 KiB, 64 KiB, 2 MiB)
+ * in one link, twostep and, where the kernel has it, native, the two
+ * interleaved: "# profile range" lines of medians in ns per call.
+ */
+static void bm_profile_ranges(struct bm *b)
+{
+	static const unsigned int sizes[] = { 1, 16, 512 };
+	u64 (*v)[BR_NR][BM_REPS_MAX] = b->piece_ns, t[BR_NR];
+	unsigned int si, rep, m, k;
+	int ret = 0;
+
+	for (si = 0; si < ARRAY_SIZE(sizes); si++) {
+		for (rep = 0; rep < b->reps; rep++)
+			for (m = 0; m < 1 + TS_HAVE_NATIVE; m++) {
+				unsigned int mm = (m + rep) % (1 + TS_HAVE_NATIVE);
+
+				memset(t, 0, sizeof(t));
+				ret |= bm_range_once(b, mm, sizes[si], t);
+				for (k = 0; k < BR_NR; k++)
+					v[mm][k][rep] = t[k];
+			}
+		for (m = 0; m < 1 + TS_HAVE_NATIVE; m++) {
+			for (k = 0; k < BR_NR; k++)
+				t[k] = bm_median(v[m][k], b->reps);
+			ktap_line("# profile range n=%u: %s try_alloc %llu link %llu sync %llu destroy %llu whole %llu ns%s",
+				  sizes[si], m ? "native" : "twostep",
+				  t[BR_ALLOC], t[BR_LINK], t[BR_SYNC],
+				  t[BR_DESTROY], t[BR_WHOLE],
+				  ret ? " (errors)" : "");
+		}
+	}
+	if (ret)
+		b->errors++;
+}
+
+/*
+ * In passthrough: what a refused try_alloc costs, twostep's and native's,
+ * medians of batches of BM_REFUSED_BATCH calls, in ns per call.
+ */
+#define BM_REFUSED_BATCH	16
+
+static void bm_profile_refused(struct bm *b)
+{
+	u64 (*v)[BM_REPS_MAX] = b->piece_ns[0], t0;
+	struct device *dev = b->t->dev;
+	struct twostep_iova_state st;
+#if TS_HAVE_NATIVE
+	struct dma_iova_state nst;
+#endif
+	unsigned int rep, i, m;
+	bool yes = false;
+
+	for (rep = 0; rep < b->reps; rep++)
+		for (m = 0; m < 1 + TS_HAVE_NATIVE; m++) {
+			t0 = ktime_get_ns();
+			for (i = 0; i < BM_REFUSED_BATCH; i++) {
+				if (!m)
+					yes |= twostep_iova_try_alloc(dev, &st, 0,
+								      PAGE_SIZE);
+#if TS_HAVE_NATIVE
+				else
+					yes |= dma_iova_try_alloc(dev, &nst, 0,
+								  PAGE_SIZE);
+#endif
+			}
+			v[m][rep] = div_u64(ktime_get_ns() - t0,
+					    BM_REFUSED_BATCH);
+		}
+	if (yes) {
+		/* a range in passthrough: case_bench() fails the run */
+		b->errors++;
+		return;
+	}
+	for (m = 0; m < 1 + TS_HAVE_NATIVE; m++)
+		ktap_line("# profile refused: %s %llu ns",
+			  m ? "native" : "twostep", bm_median(v[m], b->reps));
 }
 
 static int case_bench(struct ts *t)
@@ -497,8 +589,10 @@ static int case_bench(struct ts *t)
 			}
 	bm_report(b, nsizes);
 	bm_profile(b, b->npages);
-	bm_profile_contig(b, min(b->npages, 512U));
+	bm_profile_ranges(b);
 workloads:
+	if (pt)
+		bm_profile_refused(b);
 	ts_bench_workloads(t, b->pages, b->npages, b->block, b->reps);
 	TS_EXPECT(t, !b->errors, "%u runs failed", b->errors);
 out_pages:
