@@ -447,6 +447,20 @@ static int bm_range_once(struct bm *b, bool native, unsigned int n,
 	return ret;
 }
 
+/* One "# profile range" line: the medians @t of @method at @n pages. */
+static void bm_range_print(unsigned int n, const char *method, const u64 *t,
+			   int err)
+{
+	char buf[128];
+
+	scnprintf(buf, sizeof(buf),
+		  "try_alloc %llu link %llu sync %llu destroy %llu whole %llu ns",
+		  t[BR_ALLOC], t[BR_LINK], t[BR_SYNC], t[BR_DESTROY],
+		  t[BR_WHOLE]);
+	ktap_line("# profile range n=%u: %s %s%s", n, method, buf,
+		  err ? " (errors)" : "");
+}
+
 /*
  * Small and large ranges of 1, 16 and 512 pages (4 KiB, 64 KiB, 2 MiB)
  * in one link, twostep and, where the kernel has it, native, the two
@@ -472,11 +486,8 @@ static void bm_profile_ranges(struct bm *b)
 		for (m = 0; m < 1 + TS_HAVE_NATIVE; m++) {
 			for (k = 0; k < BR_NR; k++)
 				t[k] = bm_median(v[m][k], b->reps);
-			ktap_line("# profile range n=%u: %s try_alloc %llu link %llu sync %llu destroy %llu whole %llu ns%s",
-				  sizes[si], m ? "native" : "twostep",
-				  t[BR_ALLOC], t[BR_LINK], t[BR_SYNC],
-				  t[BR_DESTROY], t[BR_WHOLE],
-				  ret ? " (errors)" : "");
+			bm_range_print(sizes[si], m ? "native" : "twostep", t,
+				       ret);
 		}
 	}
 	if (ret)

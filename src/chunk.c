@@ -281,7 +281,7 @@ static unsigned long twostep_chunk_alloc(struct twostep_ctx *ctx,
 	unsigned long limit = twostep_limit_pfn(ctx), pfn = 0;
 	struct twostep_chunk *c;
 
-	rcu_read_lock();
+	rcu_read_lock_sched();
 	list_for_each_entry_rcu(c, &ctx->chunks, node) {
 		/* a chunk reserved under a wider mask than today's is skipped */
 		if (atomic_long_read(&c->free) < nr || c->last_pfn > limit)
@@ -306,7 +306,7 @@ static unsigned long twostep_chunk_alloc(struct twostep_ctx *ctx,
 		}
 		atomic_long_add(nr, &c->free);
 	}
-	rcu_read_unlock();
+	rcu_read_unlock_sched();
 	return pfn;
 }
 

@@ -8,9 +8,14 @@
 #ifndef _TWOSTEP_COMPAT_H
 #define _TWOSTEP_COMPAT_H
 
+#include <linux/device.h>
+#include <linux/dma-map-ops.h>
 #include <linux/iommu.h>
 #ifdef TWOSTEP_HAVE_IOMMUPT
 #include <linux/generic_pt/iommu.h>
+#endif
+#ifdef TWOSTEP_HAVE_USE_DMA_IOMMU
+#include <linux/iommu-dma.h>
 #endif
 
 /*
@@ -87,6 +92,22 @@ static inline void twostep_compat_gather_splice(struct iommu_iotlb_gather *to,
 	list_splice_init(&from->freelist.pages, &to->freelist.pages);
 #else
 	list_splice_init(&from->freelist, &to->freelist);
+#endif
+}
+
+/*
+ * May @dev's DMA go through the DMA API's IOMMU domain? False only where
+ * it surely does not (an identity domain, no IOMMU), in a load or two:
+ * upstream's use_dma_iommu() where the kernel has it (6.12 and later:
+ * one bit), else (6.1) the device's DMA ops, which the IOMMU sets for its
+ * DMA domains and which a device whose DMA is direct does not have.
+ */
+static inline bool twostep_compat_dma_iommu(struct device *dev)
+{
+#ifdef TWOSTEP_HAVE_USE_DMA_IOMMU
+	return use_dma_iommu(dev);
+#else
+	return get_dma_ops(dev);
 #endif
 }
 

@@ -31,6 +31,9 @@ have_decl include/linux/dma-mapping.h 'bool dma_need_unmap(' &&
 	printf ' -DTWOSTEP_HAVE_DMA_NEED_UNMAP'
 have_decl include/linux/iommu.h 'struct iommu_pages_list' &&
 	printf ' -DTWOSTEP_HAVE_IOMMU_PAGES_LIST'
+# use_dma_iommu(): the device's DMA goes through iommu-dma (6.12 and later)
+have_decl include/linux/iommu-dma.h 'static inline bool use_dma_iommu(' &&
+	printf ' -DTWOSTEP_HAVE_USE_DMA_IOMMU'
 # the fault handler's token as a member of its own (6.1, 6.12), not in a
 # union with the DMA cookie (cookie_type, 6.15 and later)
 have_decl include/linux/iommu.h 'void \*handler_token;' &&

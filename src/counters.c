@@ -87,11 +87,10 @@ void twostep_debug_fail(enum twostep_fail what, unsigned int nth)
 }
 EXPORT_SYMBOL_GPL(twostep_debug_fail);
 
-bool twostep_should_fail(enum twostep_fail what)
+/* A fault point counted down to its failure; see twostep_should_fail(). */
+bool __twostep_should_fail(enum twostep_fail what)
 {
-	atomic_t *c = &twostep_fail_countdown[what];
-
-	return atomic_read(c) && atomic_dec_and_test(c);
+	return atomic_dec_and_test(&twostep_fail_countdown[what]);
 }
 
 /* Report bad input: one rate-limited line, counted per device. */

@@ -23,7 +23,18 @@ extern atomic_t twostep_misuse_all;
 extern atomic64_t twostep_reserved_all;
 extern atomic_t twostep_fail_countdown[TWOSTEP_FAIL_RECORD + 1];
 
-bool twostep_should_fail(enum twostep_fail what);
+bool __twostep_should_fail(enum twostep_fail what);
+
+/*
+ * Should the fault point @what fail now (twostep_debug_fail())? Inline:
+ * off, each point costs the hot path one load.
+ */
+static __always_inline bool twostep_should_fail(enum twostep_fail what)
+{
+	return unlikely(atomic_read(&twostep_fail_countdown[what])) &&
+	       __twostep_should_fail(what);
+}
+
 void twostep_misuse(struct twostep_ctx *ctx, struct device *dev,
 		    const char *fmt, ...) __printf(3, 4);
 

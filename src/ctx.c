@@ -182,12 +182,13 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	bool stale;
 	int cpu;
 
-	rcu_read_lock();
+	/* the _sched flavour: inline, where rcu_read_lock() is a call */
+	rcu_read_lock_sched();
 	ctx = twostep_ctx_find(dev);
 	stale = ctx && !twostep_ctx_usable(ctx, true);
 	if (ctx && !stale)
 		atomic_inc(&ctx->users);
-	rcu_read_unlock();
+	rcu_read_unlock_sched();
 	if (ctx && !stale)
 		return ctx;
 	if (stale) {

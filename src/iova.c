@@ -156,11 +156,12 @@ static noinline void twostep_unmap_sync(struct twostep_ctx *ctx,
 }
 
 /*
- * Map [iova, iova + size) to paddr without any IOTLB sync; in pages larger
- * than a granule only when @big.
+ * twostep_map() in pieces: any page size, fault injection, drivers that
+ * keep map calls whole, and what the one call did not finish.
  */
-static int twostep_map(struct twostep_ctx *ctx, unsigned long iova,
-		       phys_addr_t paddr, size_t size, int prot, bool big)
+static noinline int twostep_map_pieces(struct twostep_ctx *ctx,
+				       unsigned long iova, phys_addr_t paddr,
+				       size_t size, int prot, bool big)
 {
 	const struct iommu_domain_ops *ops = ctx->domain->ops;
 	size_t done = 0, pgsize, count, mapped;
@@ -224,6 +225,47 @@ static int twostep_map(struct twostep_ctx *ctx, unsigned long iova,
 	}
 	if (unlikely(ret && done))
 		twostep_unmap_sync(ctx, iova, done);
+	return ret;
+}
+
+/*
+ * Map [iova, iova + size) to paddr without any IOTLB sync; in pages larger
+ * than a granule only when @big. The common link, granules that cannot
+ * hold a larger page (fewer than @big_min) on a driver that may map them
+ * in one call, is that one call, inline: a scattered page's link is the
+ * page-table write and little else.
+ */
+static __always_inline int twostep_map(struct twostep_ctx *ctx,
+				       unsigned long iova, phys_addr_t paddr,
+				       size_t size, int prot, bool big)
+{
+	struct iommu_domain *domain = ctx->domain;
+	unsigned long count = size >> ctx->shift;
+	size_t mapped = 0;
+	int ret;
+
+	if (big || count >= ctx->big_min || (ctx->unit_maps && count > 1) ||
+	    unlikely(atomic_read(&twostep_fail_countdown[TWOSTEP_FAIL_MAP])))
+		return twostep_map_pieces(ctx, iova, paddr, size, prot, big);
+	if (twostep_compat_has_pt(domain))
+		ret = twostep_compat_pt_map(domain, iova, paddr, size, prot,
+					    &mapped);
+	else if (domain->ops->map_pages)
+		ret = domain->ops->map_pages(domain, iova, paddr,
+					     1UL << ctx->shift, count, prot,
+					     GFP_ATOMIC, &mapped);
+	else
+		return twostep_map_pieces(ctx, iova, paddr, size, prot, big);
+	if (likely(!ret && mapped == size))
+		return 0;
+	/* the driver stopped short: the rest as twostep_map_pieces() can */
+	if (!ret && mapped && mapped < size)
+		ret = twostep_map_pieces(ctx, iova + mapped, paddr + mapped,
+					 size - mapped, prot, big);
+	else if (!ret)
+		ret = -EIO;
+	if (ret && mapped)
+		twostep_unmap_sync(ctx, iova, mapped);
 	return ret;
 }
 
@@ -481,6 +523,9 @@ bool twostep_iova_try_alloc(struct device *dev,
 	 * 64 MiB, so the cost of a range must stay bounded.
 	 */
 	if ((u64)size > TWOSTEP_IOVA_MAX_SIZE)
+		return false;
+	/* a device whose DMA the IOMMU does not translate: native's test */
+	if (!twostep_compat_dma_iommu(dev))
 		return false;
 	return twostep_alloc_new(dev, phys, size, state, _RET_IP_);
 }

@@ -138,6 +138,10 @@ int __twostep_links_claim(struct twostep_links *l, unsigned long first,
 		mask = links_mask(g, n) & LINKED_BITS;
 		if (g == first)
 			mask |= 2UL << (2 * (g % LINKS_PER_WORD));
+		/* a whole word free, as in a large link: one compare-exchange */
+		old = 0;
+		if (n == LINKS_PER_WORD && atomic_long_try_cmpxchg(w, &old, mask))
+			continue;
 		old = atomic_long_fetch_or(mask, w);
 		if (old & mask & LINKED_BITS) {
 			atomic_long_andnot(mask & ~old, w);
