@@ -151,13 +151,13 @@ ts_build_modules() {
 	if [ "$TS_KREL" = "${TS_KREL_NATIVE:-}" ]; then
 		ts_native_stage twostep Kbuild Makefile dkms.conf include src \
 			selftest example
-		dir=$TS_CHROOT/build/twostep
+		dir=$TS_CHROOT$(ts_native_build_dir)/twostep
 		# paths inside the chroot
 		if ! ts_native_make twostep "$log" -j"$(nproc)" \
 			KCFLAGS=-Werror ||
 			! ts_native_make twostep/example "$log.example" \
 			KCFLAGS=-Werror \
-			KBUILD_EXTRA_SYMBOLS=/build/twostep/Module.symvers; then
+			KBUILD_EXTRA_SYMBOLS="$(ts_native_build_dir)/twostep/Module.symvers"; then
 			cat "$log" "$log.example" >&2
 			ts_die "module build for $TS_KREL (in the Debian 13 chroot) failed"
 		fi

@@ -104,21 +104,30 @@ ts_native_vmlinuz() {
 	echo "$TS_CHROOT/twostep-kernel/root/usr/lib/modules/$TS_KREL_NATIVE/vmlinuz"
 }
 
-# Copy PATHS (relative to the tree) into the chroot's /build/NAME:
-# ts_native_stage NAME PATH...
-ts_native_stage() {
-	local name=$1
-	shift
-	rm -rf "$TS_CHROOT/build/$name"
-	mkdir -p "$TS_CHROOT/build/$name"
-	(cd "$TS_ROOT" && cp -a "$@" "$TS_CHROOT/build/$name/")
+# Where this run stages its trees in the chroot: /build/<tag>, the tag
+# from this tree and this run's results, so that two runs on one machine
+# (make bench beside the suite) never build in, or wipe, each other's.
+ts_native_build_dir() {
+	echo "/build/$(printf '%s\n%s' "$TS_ROOT" "$TS_RESULTS" |
+		md5sum | cut -c1-12)"
 }
 
-# make in the chroot's /build/NAME against the native kernel's headers:
-# ts_native_make NAME LOG [make arguments...]
+# Copy PATHS (relative to the tree) into the chroot's build directory's
+# NAME: ts_native_stage NAME PATH...
+ts_native_stage() {
+	local name=$1 dir
+	shift
+	dir=$TS_CHROOT$(ts_native_build_dir)/$name
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	(cd "$TS_ROOT" && cp -a "$@" "$dir/")
+}
+
+# make in the chroot's build directory's NAME against the native kernel's
+# headers: ts_native_make NAME LOG [make arguments...]
 ts_native_make() {
 	local name=$1 log=$2
 	shift 2
-	ts_chroot "$TS_CHROOT" make -C "/build/$name" \
+	ts_chroot "$TS_CHROOT" make -C "$(ts_native_build_dir)/$name" \
 		KDIR="/usr/src/linux-headers-$TS_KREL_NATIVE" "$@" >"$log" 2>&1
 }
