@@ -19,13 +19,20 @@ ts_native_uri() {
 
 # Run a command inside the chroot with /proc mounted for its duration.
 ts_chroot() {
-	local root=$1 rc=0
+	local root=$1
 	shift
-	# one left mounted by a killed run is used, then unmounted
-	mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
-	chroot "$root" "$@" || rc=$?
-	umount "$root/proc"
-	return "$rc"
+	# Runs on one machine (make bench beside the suite) share the chroot
+	# and its /proc mount: one command at a time, or one run's umount
+	# pulls /proc from under the other's build. One left mounted by a
+	# killed run is used, then unmounted.
+	(
+		rc=0
+		flock 9
+		mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
+		chroot "$root" "$@" || rc=$?
+		umount "$root/proc"
+		exit "$rc"
+	) 9>"$root.lock"
 }
 
 # Make (or find) the chroot with the newest backports kernel's headers and

@@ -45,6 +45,11 @@ int twostep_slot_get(struct twostep_ctx *ctx, gfp_t gfp)
 	struct twostep_alloc __rcu **page, **fresh;
 	unsigned int slot, from = READ_ONCE(ctx->slot_next), tries;
 
+	/* the round robin's next slot is free but for a wrap: take it */
+	slot = from % TWOSTEP_SLOTS;
+	if (!test_bit(slot, ctx->slot_used) &&
+	    !test_and_set_bit_lock(slot, ctx->slot_used))
+		goto got;
 	for (tries = 0; tries < 64; tries++) {
 		slot = find_next_zero_bit(ctx->slot_used, TWOSTEP_SLOTS,
 					  from % TWOSTEP_SLOTS);
@@ -59,6 +64,7 @@ int twostep_slot_get(struct twostep_ctx *ctx, gfp_t gfp)
 	}
 	if (tries == 64)
 		return -1;
+got:
 	/* the round robin's hint; racing updates only move it */
 	WRITE_ONCE(ctx->slot_next, slot + 1);
 	page = READ_ONCE(ctx->slot_page[slot / TWOSTEP_SLOTS_PER_PAGE]);
