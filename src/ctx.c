@@ -46,8 +46,84 @@ static void twostep_alloc_ctor(void *obj)
 	a->dbg = NULL;
 }
 
+/*
+ * Retired range records wait for their grace period in per-CPU batches:
+ * one call_rcu() per TWOSTEP_FREE_BATCH destroys instead of one each, the
+ * largest piece of a small range's destroy after the unmap (about 140 of
+ * its 1750 instructions). A batch goes to RCU after its last record was
+ * retired, so its grace period covers every record in it.
+ */
+#define TWOSTEP_FREE_BATCH	16
+
+struct twostep_free_batch {
+	spinlock_t lock;	/* @head, @n: its CPU, or the flush */
+	struct twostep_alloc *head;
+	unsigned int n;
+};
+
+static DEFINE_PER_CPU(struct twostep_free_batch, twostep_free_batches);
+
+/* The link map of @a, unless it is the one inside the record. */
+static void twostep_alloc_links_free(struct twostep_alloc *a)
+{
+	if (a->links != (struct twostep_links *)a->map_space)
+		twostep_links_free(a->links);
+}
+
+static void twostep_alloc_free(struct twostep_alloc *a)
+{
+	if (!xa_empty(&a->big))
+		xa_destroy(&a->big);
+	twostep_dbg_free(a);
+	twostep_alloc_links_free(a);
+	kmem_cache_free(twostep_alloc_cache, a);
+}
+
+static void twostep_alloc_free_rcu(struct rcu_head *head)
+{
+	twostep_alloc_free(container_of(head, struct twostep_alloc, rcu));
+}
+
+/* A batch whose grace period is over: its records, chained. */
+static void twostep_alloc_free_batch_rcu(struct rcu_head *head)
+{
+	struct twostep_alloc *a, *next;
+
+	for (a = container_of(head, struct twostep_alloc, rcu); a; a = next) {
+		next = a->free_next;
+		twostep_alloc_free(a);
+	}
+}
+
+/* Free @a, which no lookup can find any more, once none can see it. */
+static void twostep_alloc_retire(struct twostep_alloc *a)
+{
+	struct twostep_free_batch *b;
+	struct twostep_alloc *full = NULL;
+	unsigned long flags;
+
+	local_irq_save(flags);
+	b = this_cpu_ptr(&twostep_free_batches);
+	spin_lock(&b->lock);
+	a->free_next = b->head;
+	b->head = a;
+	if (++b->n == TWOSTEP_FREE_BATCH) {
+		full = b->head;
+		b->head = NULL;
+		b->n = 0;
+	}
+	spin_unlock(&b->lock);
+	local_irq_restore(flags);
+	if (full)
+		call_rcu(&full->rcu, twostep_alloc_free_batch_rcu);
+}
+
 int twostep_ctx_init(void)
 {
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		spin_lock_init(&per_cpu_ptr(&twostep_free_batches, cpu)->lock);
 	twostep_alloc_cache = kmem_cache_create("twostep_alloc",
 						sizeof(struct twostep_alloc),
 						__alignof__(struct twostep_alloc),
@@ -55,9 +131,28 @@ int twostep_ctx_init(void)
 	return twostep_alloc_cache ? 0 : -ENOMEM;
 }
 
-/* After rcu_barrier(): no record is left in an RCU callback. */
+/*
+ * At unload, when no caller is left: the partial batches go to RCU too,
+ * and every record is freed before its cache goes.
+ */
 void twostep_ctx_exit(void)
 {
+	struct twostep_free_batch *b;
+	struct twostep_alloc *head;
+	unsigned long flags;
+	int cpu;
+
+	for_each_possible_cpu(cpu) {
+		b = per_cpu_ptr(&twostep_free_batches, cpu);
+		spin_lock_irqsave(&b->lock, flags);
+		head = b->head;
+		b->head = NULL;
+		b->n = 0;
+		spin_unlock_irqrestore(&b->lock, flags);
+		if (head)
+			call_rcu(&head->rcu, twostep_alloc_free_batch_rcu);
+	}
+	rcu_barrier();
 	kmem_cache_destroy(twostep_alloc_cache);
 }
 
@@ -263,13 +358,6 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	return ctx;
 }
 
-/* The link map of @a, unless it is the one inside the record. */
-static void twostep_alloc_links_free(struct twostep_alloc *a)
-{
-	if (a->links != (struct twostep_links *)a->map_space)
-		twostep_links_free(a->links);
-}
-
 /**
  * twostep_alloc_new - allocate an IOVA range for a device
  * @dev: device
@@ -354,18 +442,6 @@ out_free_alloc:
 out_put_user:
 	twostep_ctx_put_user(ctx);
 	return false;
-}
-
-static void twostep_alloc_free_rcu(struct rcu_head *head)
-{
-	struct twostep_alloc *a = container_of(head, struct twostep_alloc,
-					       rcu);
-
-	if (!xa_empty(&a->big))
-		xa_destroy(&a->big);
-	twostep_dbg_free(a);
-	twostep_alloc_links_free(a);
-	kmem_cache_free(twostep_alloc_cache, a);
 }
 
 /*
@@ -493,7 +569,7 @@ bool twostep_alloc_finish(struct twostep_ctx *ctx, struct twostep_alloc *a,
 		smp_rmb();
 	}
 	twostep_alloc_release(ctx, a, keep_first, &past);
-	call_rcu(&a->rcu, twostep_alloc_free_rcu);
+	twostep_alloc_retire(a);
 	*extra = past;
 	return true;
 }
@@ -534,7 +610,7 @@ void twostep_ctx_destroy(struct twostep_ctx *ctx, const char *why,
 		twostep_dbg(leak, ctx, a, why);
 		left++;
 		granules += twostep_alloc_release(ctx, a, 0, &past);
-		call_rcu(&a->rcu, twostep_alloc_free_rcu);
+		twostep_alloc_retire(a);
 	}
 	/* teardowns left to RCU use the chunks and the domain */
 	rcu_barrier();

@@ -170,6 +170,7 @@ struct twostep_ctx {
 /**
  * struct twostep_alloc - one live IOVA range
  * @rcu: frees it after lookups that may still see it are done
+ * @free_next: the next record of its batch waiting for that (ctx.c)
  * @ctx: its context
  * @chunk: the chunk it lies in
  * @pfn: its first granule in the chunk's allocator
@@ -197,6 +198,7 @@ struct twostep_ctx {
  */
 struct twostep_alloc {
 	struct rcu_head rcu;
+	struct twostep_alloc *free_next;
 	struct twostep_ctx *ctx;
 	struct twostep_chunk *chunk;
 	unsigned long pfn;
