@@ -95,13 +95,21 @@ static void twostep_alloc_free_batch_rcu(struct rcu_head *head)
 	}
 }
 
-/* Free @a, which no lookup can find any more, once none can see it. */
+/*
+ * Free @a, which no lookup can find any more, once none can see it. A
+ * batch holds records of ranges up to 2 MiB only, their link maps inside
+ * them: what a CPU's partial batch keeps is bounded, a few KiB.
+ */
 static void twostep_alloc_retire(struct twostep_alloc *a)
 {
 	struct twostep_free_batch *b;
 	struct twostep_alloc *full = NULL;
 	unsigned long flags;
 
+	if (a->links != (struct twostep_links *)a->map_space) {
+		call_rcu(&a->rcu, twostep_alloc_free_rcu);
+		return;
+	}
 	local_irq_save(flags);
 	b = this_cpu_ptr(&twostep_free_batches);
 	spin_lock(&b->lock);
