@@ -28,6 +28,7 @@
 #include "slot.h"
 
 LIST_HEAD(twostep_ctxs);
+struct hlist_head twostep_ctx_hash[BIT(TWOSTEP_CTX_HASH_BITS)];
 DEFINE_SPINLOCK(twostep_ctxs_lock);
 
 /* Range records, each with room for the link map of a range up to 2 MiB. */
@@ -232,7 +233,7 @@ static bool twostep_ctx_unlist(struct device *dev, const char *why,
 	if (ctx && stale_only && !twostep_ctx_stale(ctx))
 		ctx = NULL;
 	if (ctx)
-		list_del_rcu(&ctx->node);
+		twostep_ctx_unlist_one(ctx);
 	spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
 	if (!ctx)
 		return false;
@@ -354,7 +355,7 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 		/* lost a race with another first call for the device */
 		atomic_inc(&old->users);
 	} else {
-		list_add_tail_rcu(&ctx->node, &twostep_ctxs);
+		twostep_ctx_list(ctx);
 		atomic_inc(&twostep_live_contexts);
 	}
 	spin_unlock_irqrestore(&twostep_ctxs_lock, flags);

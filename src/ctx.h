@@ -10,6 +10,7 @@
 #define _TWOSTEP_CTX_H
 
 #include <linux/atomic.h>
+#include <linux/hash.h>
 #include <linux/iommu.h>
 #include <linux/iova.h>
 #include <linux/list.h>
@@ -93,6 +94,7 @@ struct twostep_pcpu {
 /**
  * struct twostep_ctx - what twostep holds for one device
  * @node: entry in the global context list (RCU)
+ * @hnode: entry in its bucket of the look-up table (RCU)
  * @dev: the device (a reference is held)
  * @domain: its DMA-API domain
  * @shift: log2 of the IOVA granule
@@ -134,6 +136,7 @@ struct twostep_pcpu {
  */
 struct twostep_ctx {
 	struct list_head node;
+	struct hlist_node hnode;
 	struct device *dev;
 	struct iommu_domain *domain;
 	unsigned int shift;
@@ -228,6 +231,15 @@ extern struct list_head twostep_ctxs;
 extern spinlock_t twostep_ctxs_lock;
 extern struct work_struct twostep_stale_work;
 
+/* Contexts by device, for the calls' look-up: one bucket, not a list walk */
+#define TWOSTEP_CTX_HASH_BITS	6
+extern struct hlist_head twostep_ctx_hash[BIT(TWOSTEP_CTX_HASH_BITS)];
+
+static inline struct hlist_head *twostep_ctx_bucket(struct device *dev)
+{
+	return &twostep_ctx_hash[hash_ptr(dev, TWOSTEP_CTX_HASH_BITS)];
+}
+
 /*
  * The context of @dev, or NULL. Call under rcu_read_lock(),
  * rcu_read_lock_sched() or with twostep_ctxs_lock held; the context stays
@@ -237,11 +249,24 @@ static inline struct twostep_ctx *twostep_ctx_find(struct device *dev)
 {
 	struct twostep_ctx *ctx;
 
-	list_for_each_entry_rcu(ctx, &twostep_ctxs, node,
-				lockdep_is_held(&twostep_ctxs_lock))
+	hlist_for_each_entry_rcu(ctx, twostep_ctx_bucket(dev), hnode,
+				 lockdep_is_held(&twostep_ctxs_lock))
 		if (ctx->dev == dev)
 			return ctx;
 	return NULL;
+}
+
+/* Make @ctx findable, or not; under twostep_ctxs_lock. */
+static inline void twostep_ctx_list(struct twostep_ctx *ctx)
+{
+	list_add_tail_rcu(&ctx->node, &twostep_ctxs);
+	hlist_add_head_rcu(&ctx->hnode, twostep_ctx_bucket(ctx->dev));
+}
+
+static inline void twostep_ctx_unlist_one(struct twostep_ctx *ctx)
+{
+	list_del_rcu(&ctx->node);
+	hlist_del_rcu(&ctx->hnode);
 }
 
 extern char twostep_domain_tag;

@@ -6,10 +6,10 @@
  * unmaps with one gathered IOTLB flush.
  *
  * After try_alloc the hot path takes no lock: the device's context and the
- * range are found under RCU (a list, and the range's slot number carried in
- * the state), and links claim their granules with atomic word operations,
- * so concurrent calls on one device, or from interrupt context, never wait
- * for each other.
+ * range are found under RCU (a hash table by device, and the range's slot
+ * number carried in the state), and links claim their granules with
+ * atomic word operations, so concurrent calls on one device, or from
+ * interrupt context, never wait for each other.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 

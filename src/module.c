@@ -107,7 +107,7 @@ static void __exit twostep_exit(void)
 		ctx = list_first_entry_or_null(&twostep_ctxs,
 					       struct twostep_ctx, node);
 		if (ctx)
-			list_del_rcu(&ctx->node);
+			twostep_ctx_unlist_one(ctx);
 		spin_unlock_irqrestore(&twostep_ctxs_lock, flags);
 		if (!ctx)
 			break;
