@@ -241,7 +241,7 @@ unsigned long twostep_links_end(struct twostep_links *l, unsigned long g)
 }
 
 /**
- * twostep_links_next_run - find the next run of linked granules
+ * __twostep_links_next_run - find the next run of linked granules
  * @l: link map
  * @from: first granule to look at
  * @len: length of the run found
@@ -249,8 +249,8 @@ unsigned long twostep_links_end(struct twostep_links *l, unsigned long g)
  * Return: the first granule of the run, or the number of granules of the
  * map when nothing at or after @from is linked.
  */
-unsigned long twostep_links_next_run(struct twostep_links *l,
-				     unsigned long from, unsigned long *len)
+unsigned long __twostep_links_next_run(struct twostep_links *l,
+				       unsigned long from, unsigned long *len)
 {
 	unsigned long g = from, start, bits;
 	atomic_long_t *w;

@@ -7,8 +7,10 @@
 #define _TWOSTEP_LINKS_H
 
 #include <linux/atomic.h>
+#include <linux/bitops.h>
 #include <linux/bits.h>
 #include <linux/math.h>
+#include <linux/minmax.h>
 #include <linux/types.h>
 
 #define LINKS_PER_WORD	(BITS_PER_LONG / 2)
@@ -93,7 +95,35 @@ void twostep_links_set_head(struct twostep_links *l, unsigned long g);
 bool twostep_links_inside(struct twostep_links *l, unsigned long g);
 unsigned long twostep_links_head(struct twostep_links *l, unsigned long g);
 unsigned long twostep_links_end(struct twostep_links *l, unsigned long g);
-unsigned long twostep_links_next_run(struct twostep_links *l,
-				     unsigned long from, unsigned long *len);
+unsigned long __twostep_links_next_run(struct twostep_links *l,
+				       unsigned long from, unsigned long *len);
+
+/*
+ * The next run of linked granules at or after @from: its first granule
+ * and in @len its length, or the map's @nr when there is none. Inline for
+ * a map of one word (a range of up to 32 granules): one read of it.
+ */
+static inline unsigned long twostep_links_next_run(struct twostep_links *l,
+						   unsigned long from,
+						   unsigned long *len)
+{
+	unsigned long v, bits, start, end;
+
+	if (l->leaf || l->nr > LINKS_PER_WORD)
+		return __twostep_links_next_run(l, from, len);
+	if (from >= l->nr)
+		return l->nr;
+	v = atomic_long_read((atomic_long_t *)&l->one[0]);
+	bits = v & LINKED_BITS & ~links_mask(0, from);
+	if (!bits)
+		return l->nr;
+	start = __ffs(bits) / 2;
+	if (start >= l->nr)
+		return l->nr;
+	bits = ~v & LINKED_BITS & ~links_mask(0, start);
+	end = bits ? __ffs(bits) / 2 : LINKS_PER_WORD;
+	*len = min(end, l->nr) - start;
+	return start;
+}
 
 #endif /* _TWOSTEP_LINKS_H */
