@@ -109,16 +109,17 @@ ts_bench_rows() {
 	}' "$TS_RESULTS/$cfg.trace" <(ts_console "$TS_RESULTS/$cfg.log")
 }
 
-# The workloads' figures (the self-test's "# workload", "# smp" and
-# "# profile range" and "# profile refused" lines) of one bench configuration, as CSV rows of
-# TS_BENCH_WORK_HEADER on stdout: svm_fault in us per fault, block in ns per
-# request (n: segments), odp in ns per invalidation of a region (n: its
-# entries) and odp_inval in IOTLB invalidations per invalidation (counted
-# from QEMU's trace between the guest's markers), smp_one and smp_two in
-# ranges per second (n: the range's bytes); try_alloc, range_link,
-# range_map (try_alloc + link + sync), range_destroy and range_whole (the
-# four calls timed as one) in ns per call (n: pages of the range, one
-# link); refused in ns per try_alloc that says no (passthrough).
+# The workloads' figures (the self-test's "# workload", "# smp",
+# "# profile range" and "# profile refused" lines) of one bench
+# configuration, as CSV rows of TS_BENCH_WORK_HEADER on stdout: svm_fault
+# in us per fault, block in ns per request (n: segments), odp in ns per
+# invalidation of a region (n: its entries) and odp_inval in IOTLB
+# invalidations per invalidation (counted from QEMU's trace between the
+# guest's markers), smp_one and smp_two in ranges per second (n: the
+# range's bytes); try_alloc, range_link, range_map (try_alloc + link +
+# sync), range_destroy and range_whole (the four calls timed as one) in ns
+# per call (n: pages of the range, one link); refused in ns per try_alloc
+# that says no (passthrough).
 TS_BENCH_WORK_HEADER="mode,workload,method,n,value,unit,accel"
 ts_bench_work_rows() {
 	local cfg=$1 mode=${1#bench-} accel
@@ -209,7 +210,7 @@ ts_bench_markdown() {
 # try_alloc (<= 1.20). Without: map + unmap below dma_map_sgtable()'s for
 # every N >= 16.
 ts_bench_goals() {
-	awk -F, -v mode="$3" '
+	awk -F, -v mode="$3" -v sizes="$(ts_bench_sizes)" '
 	function goal(name, r, limit,   ok, rr) {
 		if (r == "") {
 			printf "target %s %s ratio - not in this run\n", name, mode
@@ -228,7 +229,6 @@ ts_bench_goals() {
 	file == 1 {
 		map[$2, $3] = $5; unmap[$2, $3] = $8
 		if ($2 == "native") native = 1
-		if ($2 == "classic_sg" && $3 >= 16) sgn[$3] = 1
 		next
 	}
 	{ w[$2, $3, $4] = $5; if ($3 == "native") native = 1 }
@@ -255,13 +255,11 @@ ts_bench_goals() {
 			goal("smp_16k", ratio(w["smp_two", "native", 16384], w["smp_two", "twostep", 16384]), 1.0)
 			goal("smp_2m", ratio(w["smp_two", "native", 2097152], w["smp_two", "twostep", 2097152]), 1.0)
 		} else {
-			for (n in sgn)
-				sorted[++ns] = n + 0
-			for (i = 1; i <= ns; i++)
-				for (j = i + 1; j <= ns; j++)
-					if (sorted[j] < sorted[i]) { t = sorted[i]; sorted[i] = sorted[j]; sorted[j] = t }
+			ns = split(sizes, size, " ")
 			for (i = 1; i <= ns; i++) {
-				n = sorted[i]
+				n = size[i]
+				if (n < 16)
+					continue
 				goal("map_unmap_vs_sgtable_" n,
 				     ratio(map["twostep", n] + unmap["twostep", n], map["classic_sg", n] + unmap["classic_sg", n]), 1.0)
 			}

@@ -20,7 +20,6 @@
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
-#include <linux/sort.h>
 #include <linux/vmalloc.h>
 
 #include "kcompat.h"
@@ -271,19 +270,11 @@ static int bm_run(struct bm *b, enum bm_method m, unsigned int si,
 	return ret;
 }
 
-static int bm_cmp(const void *a, const void *b)
-{
-	u64 x = *(const u64 *)a, y = *(const u64 *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* Median, minimum and maximum of @reps samples, in ns per page x 10. */
 static void bm_figures(u64 *v, unsigned int reps, unsigned int n,
 		       u64 out[3])
 {
-	sort(v, reps, sizeof(*v), bm_cmp, NULL);
-	out[0] = div_u64(v[reps / 2] * 10, n);
+	out[0] = div_u64(ts_median(v, reps) * 10, n);
 	out[1] = div_u64(v[0] * 10, n);
 	out[2] = div_u64(v[reps - 1] * 10, n);
 }
@@ -384,13 +375,6 @@ static void bm_profile(struct bm *b, unsigned int n)
 		  ret ? " (errors)" : "");
 }
 
-/* The median of @v[0..@n), which is sorted. */
-static u64 bm_median(u64 *v, unsigned int n)
-{
-	sort(v, n, sizeof(*v), bm_cmp, NULL);
-	return n ? v[n / 2] : 0;
-}
-
 /*
  * One range of @n pages of the contiguous block, the way a block driver
  * or a GPU fault maps it: try_alloc, one link, sync, destroy, each timed,
@@ -485,7 +469,7 @@ static void bm_profile_ranges(struct bm *b)
 			}
 		for (m = 0; m < 1 + TS_HAVE_NATIVE; m++) {
 			for (k = 0; k < BR_NR; k++)
-				t[k] = bm_median(v[m][k], b->reps);
+				t[k] = ts_median(v[m][k], b->reps);
 			bm_range_print(sizes[si], m ? "native" : "twostep", t,
 				       ret);
 		}
@@ -534,7 +518,7 @@ static void bm_profile_refused(struct bm *b)
 	}
 	for (m = 0; m < 1 + TS_HAVE_NATIVE; m++)
 		ktap_line("# profile refused: %s %llu ns",
-			  m ? "native" : "twostep", bm_median(v[m], b->reps));
+			  m ? "native" : "twostep", ts_median(v[m], b->reps));
 }
 
 static int case_bench(struct ts *t)

@@ -12,6 +12,7 @@
 #include <linux/kthread.h>
 #include <linux/mm.h>
 #include <linux/slab.h>
+#include <linux/sort.h>
 #include <linux/string.h>
 
 #include "helpers.h"
@@ -54,6 +55,20 @@ u8 ts_pat(u32 seed, size_t idx)
 	x *= 0x85ebca6bu;
 	x ^= x >> 13;
 	return x >> 24;
+}
+
+static int ts_u64_cmp(const void *a, const void *b)
+{
+	u64 x = *(const u64 *)a, y = *(const u64 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The median of the @n samples @v (n >= 1), which it sorts. */
+u64 ts_median(u64 *v, unsigned int n)
+{
+	sort(v, n, sizeof(*v), ts_u64_cmp, NULL);
+	return v[n / 2];
 }
 
 /* Pattern bytes that never equal 0 or TS_SCRUB: secrets a leak would show. */

@@ -40,6 +40,7 @@ extern unsigned long ts_dropped;
 u32 ts_rand(u32 *s);
 u8 ts_pat(u32 seed, size_t idx);
 u8 ts_secret(u32 seed, size_t idx);
+u64 ts_median(u64 *v, unsigned int n);
 void ts_note(dma_addr_t addr, size_t size);
 bool ts_try_alloc(struct ts *t, struct twostep_iova_state *st,
 		  phys_addr_t phys, size_t size);

@@ -42,7 +42,6 @@
 #include <linux/scatterlist.h>
 #include <linux/sizes.h>
 #include <linux/slab.h>
-#include <linux/sort.h>
 
 #include "kcompat.h"
 #include "helpers.h"
@@ -76,19 +75,6 @@ struct wl {
 	unsigned int fallbacks;	/* how often it did (svm_fault, block) */
 	u64 v[WL_NR][2][WL_REPS_MAX];
 };
-
-static int wl_cmp(const void *a, const void *b)
-{
-	u64 x = *(const u64 *)a, y = *(const u64 *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static u64 wl_median(u64 *v, unsigned int n)
-{
-	sort(v, n, sizeof(*v), wl_cmp, NULL);
-	return v[n / 2];
-}
 
 static bool wl_available(enum wl_method m)
 {
@@ -285,7 +271,7 @@ static void wl_svm_fault(struct wl *w)
 		if (wl_available(m))
 			ktap_line("# workload svm_fault method=%s n=%u reps=%u us=%llu",
 				  wl_names[m], WL_SVM_PAGES, w->reps,
-				  div_u64(wl_median(w->v[m][0], w->reps),
+				  div_u64(ts_median(w->v[m][0], w->reps),
 					  1000));
 }
 
@@ -314,7 +300,7 @@ static void wl_block(struct wl *w)
 			if (wl_available(m))
 				ktap_line("# workload block method=%s n=%u reps=%u ns=%llu",
 					  wl_names[m], segs[si], w->reps,
-					  div_u64(wl_median(w->v[m][0],
+					  div_u64(ts_median(w->v[m][0],
 							    w->reps),
 						  WL_BLOCK_BATCH));
 	}
@@ -479,8 +465,8 @@ static void wl_smp(struct wl *w)
 			if (wl_available(m))
 				ktap_line("# smp method=%s size=%zu reps=%u one=%llu two=%llu",
 					  wl_names[m], sizes[si], reps,
-					  wl_median(w->v[m][0], reps),
-					  wl_median(w->v[m][1], reps));
+					  ts_median(w->v[m][0], reps),
+					  ts_median(w->v[m][1], reps));
 	}
 }
 
@@ -596,7 +582,7 @@ static void wl_odp(struct wl *w)
 		if (m != WL_ODP_NATIVE || TS_HAVE_NATIVE)
 			ktap_line("# workload odp method=%s n=%u mapped=%u reps=%u ns=%llu",
 				  wl_odp_names[m], n, bitmap_weight(want, n),
-				  w->reps, wl_median(w->v[m][0], w->reps));
+				  w->reps, ts_median(w->v[m][0], w->reps));
 }
 
 /* Does @dev's DMA go untranslated through an identity domain (iommu=pt)? */
