@@ -233,6 +233,23 @@ int twostep_get_chunk(struct device *dev, unsigned int i, u64 *start,
 void twostep_debug_fail(enum twostep_fail what, unsigned int nth);
 
 /**
+ * twostep_debug_poison_check - writes to freed range records, for tests
+ *
+ * With twostep's module parameter poison=1, the record of a range is
+ * filled with a poison pattern when it is freed (once no call can see it
+ * any more) and kept from reuse among the last 1024 freed: a call that
+ * reads a freed record finds the pattern, one that writes it changes it.
+ * This frees every record whose free is under way, checks each one kept
+ * and lets them go.
+ *
+ * Context: process context, may sleep.
+ * Return: the records found written after their free since twostep was
+ * loaded (each is also reported in the kernel log), or -EOPNOTSUPP
+ * without poison=1.
+ */
+long twostep_debug_poison_check(void);
+
+/**
  * enum twostep_finding - what the checker (module parameter debug=1) reports
  * @TWOSTEP_FINDING_STALE_STATE: a call with a state whose range this device
  *                               freed already
@@ -442,6 +459,13 @@ void twostep_iova_unlink(struct device *dev, struct twostep_iova_state *state,
  * past @mapped_len, and a @mapped_len past the allocation, are reported
  * and counted as bad input, and the whole range is unmapped and freed all
  * the same. @state is cleared.
+ *
+ * In a lazy domain (%IOMMU_DOMAIN_DMA_FQ, iommu.strict=0) the flush is
+ * left to a flush queue, as the DMA API's own unmaps there: one IOTLB
+ * flush for up to 256 destroys of a CPU, at most 10 ms later. Until then
+ * the device may still reach the pages through its IOTLB, as after a lazy
+ * dma_unmap_page(); the range's IOVA is handed out again only after that
+ * flush.
  *
  * Context: any context.
  */

@@ -262,7 +262,7 @@ ts_config() {
 	TS_DMAR=0
 	TS_SMP=$TS_SMP_DEFAULT
 	TS_EDU_BITS=64
-	TS_SUMMARIES="bad inputs handled|unauthorized accesses blocked|stress ops|neighbour rounds|largest range|unlink coverage cases|link racing destroy|cut unlinks|unlink racing link|fuzz calls|give-back|hmm bitmap races|checker seeded bugs"
+	TS_SUMMARIES="bad inputs handled|unauthorized accesses blocked|stress ops|neighbour rounds|largest range|unlink coverage cases|link racing destroy|detach races|cut unlinks|unlink racing link|fuzz calls|give-back|hmm bitmap races|checker seeded bugs"
 	TS_EXAMPLE=1 TS_P2P=0 TS_MEM=512
 	TS_ODP_OPS="" TS_ODP_TRACE=0
 	case "$1" in
@@ -355,14 +355,15 @@ ts_config() {
 	[ "$TS_KERNEL_NAME" = 7.3 ] && [ "$wo" = 0 ] && wo=1
 	# the neighbour race needs two vCPUs; with one it says skip
 	[ "$TS_SMP" -lt 2 ] && TS_SUMMARIES=$(printf '%s' "$TS_SUMMARIES" |
-		sed 's/|neighbour rounds//; s/|link racing destroy//; s/|unlink racing link//; s/|hmm bitmap races//')
+		sed 's/|neighbour rounds//; s/|link racing destroy//; s/|detach races//; s/|unlink racing link//; s/|hmm bitmap races//')
 	if [ "$odp" = 1 ]; then
 		TS_P2P=0
-		# the ODP program after the self-test's hmm case; one vCPU
+		# the ODP program after the self-test's hmm case (and the
+		# lazy_reuse case, whose burst the trace counts); one vCPU
 		# and icount without sleep, so that edu's 100 ms per transfer
 		# cost no wall-clock time; the Intel cells count IOTLB flushes
 		TS_SMP=1 TS_CFG_ICOUNT=shift=auto,sleep=off TS_DMAR=0
-		TS_CASES_DEFAULT=hmm_refault,no_leak TS_SUMMARIES="" TS_EXAMPLE=0
+		TS_CASES_DEFAULT=hmm_refault,no_leak,lazy_reuse TS_SUMMARIES="" TS_EXAMPLE=0
 		TS_APPEND=$(printf '%s' "$TS_APPEND" | sed 's/ ts_lifecycle=[0-9]*//')
 		TS_ODP_OPS=${TS_ODP_STRESS:-$TS_ODP_OPS_DEFAULT}
 		case "$1" in intel|intel-lazy) TS_ODP_TRACE=1 ;; esac
@@ -664,6 +665,9 @@ ts_parse() {
 	tfile != "" && FILENAME == tfile {
 		if ($0 ~ /^pci_cfg_write edu / && $0 ~ /@0xf0 <- 0x4f/) {
 			v = hex($NF); kind = int(v / 1048576) % 16; n = v % 1048576
+			# the burst of destroys of case lazy_reuse
+			if (kind == 4) { lzwin = 1; lzc = 0; next }
+			if (kind == 5 && lzwin) { lzwin = 0; lzn = n; lzm = lzc; lzseen = 1; next }
 			if (kind == 1 || kind == 2) { okind = kind; fl = 0; inwin = 1 }
 			else if (kind == 3 && inwin) {
 				inwin = 0
@@ -676,6 +680,7 @@ ts_parse() {
 			next
 		}
 		if ($0 ~ /^vtd_inv_desc_iotlb_/ && inwin) fl++
+		if ($0 ~ /^vtd_inv_desc_iotlb_/ && lzwin) lzc++
 		next
 	}
 	/twostep-harness: odp-test rc=/ {
@@ -791,6 +796,14 @@ ts_parse() {
 			printf "  %-9s %s summary_printed: %s\n", cfg,
 				(found ? "ok  " : "FAIL"), want[i]
 			if (found) pass++; else fail++
+			# the poison was looked at, and found intact
+			if (want[i] != "detach races") continue
+			ok = 0
+			for (j = 1; j <= nsummary; j++)
+				if (summary[j] ~ /# summary: detach races [0-9]+ use after free 0$/)
+					ok = 1
+			printf "  %-9s %s detach_races_no_use_after_free\n", cfg, (ok ? "ok  " : "FAIL")
+			if (ok) pass++; else fail++
 		}
 		if (tfile != "") {
 			for (k = 1; k <= 2; k++)
@@ -802,6 +815,16 @@ ts_parse() {
 			if (ok) pass++; else fail++
 			ok = inv[2] > 0 && fls[2] == pages[2]
 			printf "  %-9s %s odp_per_entry_unmap_one_flush_per_page\n", cfg, (ok ? "ok  " : "FAIL")
+			if (ok) pass++; else fail++
+			# lazy: the invalidations of the destroys batched by the
+			# flush queue; strict: one (at least) per destroy
+			lazy = (cfg ~ /lazy/)
+			if (lzseen)
+				printf "  %s     # summary: lazy destroys %d invalidations %d (QEMU trace, %s domain)\n",
+					cfg, lzn, lzm, (lazy ? "lazy" : "strict")
+			ok = lzseen && lzn > 0 && (lazy ? lzm < lzn : lzm >= lzn)
+			printf "  %-9s %s %s\n", cfg, (ok ? "ok  " : "FAIL"),
+				(lazy ? "lazy_destroys_invalidations_batched" : "strict_destroys_invalidate_each")
 			if (ok) pass++; else fail++
 		}
 		if (dmar && dmar_checked) {

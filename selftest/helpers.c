@@ -11,6 +11,7 @@
 #include <linux/iommu.h>
 #include <linux/kthread.h>
 #include <linux/mm.h>
+#include <linux/pci.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
 #include <linux/string.h>
@@ -437,4 +438,14 @@ int ts_kthread_finish(struct completion *done)
 	while (!kthread_should_stop())
 		schedule_timeout_interruptible(1);
 	return 0;
+}
+
+/* an unused config dword of edu (0x40 is its MSI capability) */
+#define TS_MARK_REG	0xf0
+#define TS_MARK_MAGIC	0x4f000000u
+
+void ts_mark(struct pci_dev *pdev, unsigned int kind, unsigned long n)
+{
+	pci_write_config_dword(pdev, TS_MARK_REG, TS_MARK_MAGIC | kind << 20 |
+			       min_t(unsigned long, n, 0xfffff));
 }

@@ -61,6 +61,15 @@ bool ts_pages_match(const struct ts_pages *p, size_t off,
 void ts_pages_copy(const struct ts_pages *p, u8 *out);
 long ts_pages_diff(const struct ts_pages *p, const u8 *expect);
 int ts_dev_read(struct ts *t, dma_addr_t addr, u32 len, u8 *out);
+/*
+ * A marker in QEMU's trace (pci_cfg_write of edu's unused config dword
+ * 0xf0, value 0x4f000000 | kind << 20 | n), for the host to count the
+ * vIOMMU's IOTLB invalidations between two: kinds 1-3 the ODP driver's
+ * unmaps (odp.c), 4 and 5 the lazy_reuse case's burst of destroys.
+ */
+#define TS_MARK_LAZY_BEGIN	4
+#define TS_MARK_LAZY_END	5	/* n: destroys */
+void ts_mark(struct pci_dev *pdev, unsigned int kind, unsigned long n);
 int ts_dev_write(struct ts *t, dma_addr_t addr, const u8 *src, u32 len);
 bool ts_nothing_moved(const u8 *buf, u32 len);
 int ts_map_setup(struct ts *t, struct ts_map *m, unsigned int n,

@@ -39,9 +39,7 @@
 #include "odp.h"
 #include "odp-uapi.h"
 
-/* an unused config dword of edu (0x40 is its MSI capability) */
-#define ODP_MARK_REG		0xf0
-#define ODP_MARK_MAGIC		0x4f000000u
+/* kinds of ts_mark() */
 #define ODP_MARK_RANGE		1	/* an invalidation unmaps a range */
 #define ODP_MARK_PER_ENTRY	2	/* ... entry by entry */
 #define ODP_MARK_END		3	/* done; low 20 bits: entries */
@@ -96,9 +94,7 @@ static struct {
 
 static void odp_mark(unsigned int kind, unsigned long n)
 {
-	pci_write_config_dword(odp_edu->pdev, ODP_MARK_REG,
-			       ODP_MARK_MAGIC | kind << 20 |
-			       min_t(unsigned long, n, 0xfffff));
+	ts_mark(odp_edu->pdev, kind, n);
 }
 
 /*

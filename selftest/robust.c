@@ -535,6 +535,16 @@ static int case_security(struct ts *t)
 
 	twostep_iova_destroy(t->dev, &st, 2 * PAGE_SIZE, DMA_BIDIRECTIONAL,
 			     0);
+	/*
+	 * A lazy domain leaves the destroy's invalidation to the flush
+	 * queue, as it does the DMA API's own unmaps: the freed range is
+	 * unreachable once the queue is flushed (10 ms at most). That its
+	 * IOVA is not handed out before: case lazy_reuse.
+	 */
+	if (ts_domain(t) && ts_domain(t)->type == IOMMU_DOMAIN_DMA_FQ) {
+		msleep(50);
+		ts_diag("lazy domain: waited for the flush queue");
+	}
 	blocked += sec_attempt(t, &attempts, "of a freed range", a, pg[0],
 			       false, false);
 	blocked += sec_attempt(t, &attempts, "to a freed range",
@@ -1138,10 +1148,178 @@ out:
 	return 0;
 }
 
+/*
+ * ---- a destroyed range's IOVA handed out again ----
+ *
+ * In a lazy domain a destroy leaves its IOTLB invalidation to twostep's
+ * flush queue. Its IOVA must not be handed out before that flush: QEMU's
+ * Intel vIOMMU caches a translation until it is invalidated, and a map of
+ * a new page there does not invalidate it (without caching mode), so a
+ * device would reach the old page at the new range. Each round warms the
+ * IOTLB with a read of an old page, destroys the range and allocates
+ * until the same address comes back (at the latest after the queue's
+ * flush), links a new page there and reads: the new page's bytes, never
+ * the old one's. On its CPU, where the flush gives the address back to
+ * the allocator's cache. First a burst of destroys between two trace
+ * markers: the host counts the IOTLB invalidations of QEMU in between
+ * (strict: one per destroy; lazy: batched).
+ */
+#define LZ_BURST	128
+#define LZ_ROUNDS	6
+#define LZ_TRIES	48
+
+struct lz {
+	struct ts *t;
+	struct page *old, *fresh;
+	unsigned int burst, reused, stale, wrong, tries;
+	struct completion done;
+};
+
+/* Read 256 bytes at @addr + 64: 1 the old page's, 0 the new's, -1 else. */
+static int lz_read(struct lz *z, dma_addr_t addr)
+{
+	u8 buf[256];
+
+	if (ts_dev_read(z->t, addr + 64, sizeof(buf), buf))
+		return -1;
+	if (!memcmp(buf, page_address(z->old) + 64, sizeof(buf)))
+		return 1;
+	if (!memcmp(buf, page_address(z->fresh) + 64, sizeof(buf)))
+		return 0;
+	return -1;
+}
+
+/* A one-page range with @pg linked and synced, or false. */
+static bool lz_range(struct lz *z, struct twostep_iova_state *st,
+		     struct page *pg)
+{
+	struct ts *t = z->t;
+
+	if (!ts_try_alloc(t, st, 0, PAGE_SIZE))
+		return false;
+	if (!twostep_iova_link(t->dev, st, page_to_phys(pg), 0, PAGE_SIZE,
+			       DMA_BIDIRECTIONAL, 0) &&
+	    !twostep_iova_sync(t->dev, st, 0, PAGE_SIZE))
+		return true;
+	twostep_iova_destroy(t->dev, st, PAGE_SIZE, DMA_BIDIRECTIONAL, 0);
+	return false;
+}
+
+static void lz_round(struct lz *z)
+{
+	struct twostep_iova_state st, held[LZ_TRIES];
+	struct ts *t = z->t;
+	unsigned int k, n = 0;
+	dma_addr_t old;
+
+	if (!lz_range(z, &st, z->old)) {
+		z->wrong++;
+		return;
+	}
+	if (lz_read(z, st.addr) != 1)
+		z->wrong++;
+	old = st.addr;
+	twostep_iova_destroy(t->dev, &st, PAGE_SIZE, DMA_BIDIRECTIONAL, 0);
+	for (k = 0; k < LZ_TRIES; k++) {
+		z->tries++;
+		if (!ts_try_alloc(t, &held[n], 0, PAGE_SIZE))
+			break;
+		if (held[n].addr == old)
+			break;
+		n++;
+		usleep_range(1000, 2000);
+	}
+	if (k < LZ_TRIES && held[n].addr == old) {
+		st = held[n];
+		z->reused++;
+		if (twostep_iova_link(t->dev, &st, page_to_phys(z->fresh), 0,
+				      PAGE_SIZE, DMA_BIDIRECTIONAL, 0) ||
+		    twostep_iova_sync(t->dev, &st, 0, PAGE_SIZE)) {
+			z->wrong++;
+		} else {
+			switch (lz_read(z, old)) {
+			case 1:
+				z->stale++;
+				break;
+			case -1:
+				z->wrong++;
+				break;
+			}
+		}
+		twostep_iova_destroy(t->dev, &st, PAGE_SIZE,
+				     DMA_BIDIRECTIONAL, 0);
+	}
+	while (n--)
+		twostep_iova_free(t->dev, &held[n]);
+}
+
+static int lz_thread(void *data)
+{
+	struct lz *z = data;
+	struct twostep_iova_state st;
+	unsigned int r;
+
+	ts_mark(z->t->edu->pdev, TS_MARK_LAZY_BEGIN, 0);
+	for (r = 0; r < LZ_BURST; r++) {
+		if (!lz_range(z, &st, z->old))
+			break;
+		twostep_iova_destroy(z->t->dev, &st, PAGE_SIZE,
+				     DMA_BIDIRECTIONAL, 0);
+		z->burst++;
+	}
+	ts_mark(z->t->edu->pdev, TS_MARK_LAZY_END, z->burst);
+	for (r = 0; r < LZ_ROUNDS; r++)
+		lz_round(z);
+	return ts_kthread_finish(&z->done);
+}
+
+static int case_lazy_reuse(struct ts *t)
+{
+	struct iommu_domain *dom = ts_domain(t);
+	struct task_struct *task;
+	struct lz z = { .t = t };
+	unsigned int i;
+
+	init_completion(&z.done);
+	z.old = alloc_page(GFP_KERNEL);
+	z.fresh = alloc_page(GFP_KERNEL);
+	if (!TS_EXPECT(t, z.old && z.fresh, "pages"))
+		goto out;
+	for (i = 0; i < PAGE_SIZE; i++) {
+		((u8 *)page_address(z.old))[i] = ts_pat(t->seed + 31, i);
+		((u8 *)page_address(z.fresh))[i] = ts_pat(t->seed + 32, i);
+	}
+	task = ts_kthread_on(lz_thread, &z, raw_smp_processor_id(),
+			     "ts_lazy");
+	if (!TS_EXPECT(t, task, "thread"))
+		goto out;
+	wait_for_completion(&z.done);
+	kthread_stop(task);
+	ts_diag("%s domain: a burst of %u destroys",
+		dom && dom->type == IOMMU_DOMAIN_DMA_FQ ? "lazy" : "strict",
+		z.burst);
+	ts_diag("%u rounds: address back in %u (%u allocs), old page read %u, bad %u",
+		LZ_ROUNDS, z.reused, z.tries, z.stale, z.wrong);
+	ktap_line("# lazy destroys %u", z.burst);
+	TS_EXPECT(t, z.burst == LZ_BURST, "burst: %u of %u", z.burst,
+		  LZ_BURST);
+	TS_EXPECT(t, z.reused, "the address never came back: nothing read");
+	TS_EXPECT(t, !z.stale,
+		  "the device reached the old page at a reused address");
+	TS_EXPECT(t, !z.wrong, "a link or a read failed");
+out:
+	if (z.old)
+		__free_page(z.old);
+	if (z.fresh)
+		__free_page(z.fresh);
+	return 0;
+}
+
 const struct ts_case ts_robust_cases[] = {
 	{ "bad_inputs", case_bad_inputs, true },
 	{ "security", case_security, true },
 	{ "security_write_only", case_security_write_only, true },
+	{ "lazy_reuse", case_lazy_reuse, true },
 	{ "stress", case_stress, true },
 	{ "concurrency", case_concurrency, true },
 	{ "fault_injection", case_fault_injection, true },

@@ -801,21 +801,66 @@ out_free:
 
 /* ---- detach and first growth against live users ---- */
 
+/* What the other CPU calls while the detach runs. */
+enum dr_racer { DR_LINK, DR_BITMAP, DR_ALLOC, DR_RACERS };
+
+static const char *const dr_racer_name[DR_RACERS] = {
+	"link and unlink", "hmm_dma_map_pfn and unmap_range",
+	"try_alloc, link and destroy",
+};
+
 struct dr {
 	struct ts *t;
 	struct twostep_iova_state st[4];
+	struct twostep_hmm_dma_map map;
 	phys_addr_t phys;
+	enum dr_racer racer;
 	bool stop, first_growth;
 	unsigned long calls, odd;
 	struct completion go, done;
 };
+
+/* 0 before the detach, or what a call says of a range or device gone */
+static bool dr_odd(int ret)
+{
+	return ret && ret != -EBUSY && ret != -ENODEV && ret != -ENOENT;
+}
+
+static void dr_call(struct dr *r, unsigned int i)
+{
+	struct twostep_iova_state *st = &r->st[i % 2], own;
+	struct ts *t = r->t;
+	int ret;
+
+	if (r->racer == DR_ALLOC) {
+		if (!twostep_iova_try_alloc(t->dev, &own, 0, PAGE_SIZE))
+			return;
+		ret = twostep_iova_link(t->dev, &own, r->phys, 0, PAGE_SIZE,
+					DMA_BIDIRECTIONAL, 0);
+		r->odd += dr_odd(ret);
+		twostep_iova_destroy(t->dev, &own, ret ? 0 : PAGE_SIZE,
+				     DMA_BIDIRECTIONAL, 0);
+		return;
+	}
+	if (r->racer == DR_BITMAP) {
+		/* a mapping error after the detach; the unmap of nothing */
+		twostep_hmm_dma_map_pfn(t->dev, &r->map, i % 2);
+		twostep_hmm_dma_unmap_range(t->dev, &r->map, i % 2, 1);
+		return;
+	}
+	ret = twostep_iova_link(t->dev, st, r->phys, 0, PAGE_SIZE,
+				DMA_BIDIRECTIONAL, 0);
+	r->odd += dr_odd(ret);
+	if (!ret)
+		twostep_iova_unlink(t->dev, st, 0, PAGE_SIZE,
+				    DMA_BIDIRECTIONAL, 0);
+}
 
 static int dr_thread(void *data)
 {
 	struct dr *r = data;
 	struct ts *t = r->t;
 	unsigned int i = 0;
-	int ret;
 
 	wait_for_completion(&r->go);
 	if (r->first_growth) {
@@ -826,16 +871,7 @@ static int dr_thread(void *data)
 		goto out;
 	}
 	while (!READ_ONCE(r->stop)) {
-		struct twostep_iova_state *st = &r->st[i++ % 2];
-
-		ret = twostep_iova_link(t->dev, st, r->phys, 0, PAGE_SIZE,
-					DMA_BIDIRECTIONAL, 0);
-		/* 0 or -EBUSY before the detach; -ENODEV or -ENOENT after */
-		r->odd += ret && ret != -EBUSY && ret != -ENODEV &&
-			  ret != -ENOENT;
-		if (!ret)
-			twostep_iova_unlink(t->dev, st, 0, PAGE_SIZE,
-					    DMA_BIDIRECTIONAL, 0);
+		dr_call(r, i++);
 		r->calls++;
 		if (!(i & 255))
 			cond_resched();
@@ -844,14 +880,84 @@ out:
 	return ts_kthread_finish(&r->done);
 }
 
+/*
+ * A detach while another CPU calls on live states of the device (@racer),
+ * with the checker on or off: no call oopses or returns anything but what
+ * a range or device gone says, nothing stays mapped, and (twostep's
+ * poison=1) no freed range record is written after its free. Returns
+ * false when the thread could not start.
+ */
+static bool dr_round(struct ts *t, struct dr *r, enum dr_racer racer,
+		     bool checker)
+{
+	struct task_struct *task;
+	unsigned int i, mapped = 0;
+	dma_addr_t addr[2];
+	bool was;
+
+	r->racer = racer;
+	r->stop = false;
+	r->calls = 0;
+	r->odd = 0;
+	was = twostep_debug_set(checker);
+	if (racer == DR_BITMAP) {
+		if (!TS_EXPECT(t, !twostep_hmm_dma_map_alloc(t->dev, &r->map,
+							     2, PAGE_SIZE) &&
+			       twostep_use_iova(&r->map.state), "map_alloc")) {
+			twostep_debug_set(was);
+			return false;
+		}
+		for (i = 0; i < 2; i++)
+			r->map.pfn_list[i] = PHYS_PFN(r->phys) | HMM_PFN_VALID;
+		addr[0] = r->map.state.addr;
+		addr[1] = addr[0] + PAGE_SIZE;
+	} else {
+		for (i = 0; i < 2; i++)
+			TS_EXPECT(t, ts_try_alloc(t, &r->st[i], 0, PAGE_SIZE),
+				  "try_alloc");
+		addr[0] = r->st[0].addr;
+		addr[1] = r->st[1].addr;
+	}
+	init_completion(&r->go);
+	init_completion(&r->done);
+	task = ts_kthread_on(dr_thread, r, 1, "twostep-dr");
+	if (!TS_EXPECT(t, task, "kthread")) {
+		if (racer == DR_BITMAP)
+			twostep_hmm_dma_map_free(t->dev, &r->map);
+		twostep_debug_set(was);
+		return false;
+	}
+	complete(&r->go);
+	msleep(20);
+	twostep_detach(t->dev);
+	msleep(20);
+	WRITE_ONCE(r->stop, true);
+	wait_for_completion(&r->done);
+	kthread_stop(task);
+	twostep_debug_set(was);
+	for (i = 0; i < 2; i++)
+		mapped += ts_mapped_pages(t, addr[i], PAGE_SIZE);
+	if (racer == DR_BITMAP)
+		twostep_hmm_dma_map_free(t->dev, &r->map);
+	ts_diag("detach under %lu calls (%s), checker %s: %lu odd results, %u pages mapped after",
+		r->calls, dr_racer_name[racer], checker ? "on" : "off",
+		r->odd, mapped);
+	TS_EXPECT(t, !r->odd && !mapped && r->calls,
+		  "%s: calls %lu, odd results %lu, mapped after %u",
+		  dr_racer_name[racer], r->calls, r->odd, mapped);
+	twostep_detach(t->dev);
+	return true;
+}
+
 static int case_detach_races(struct ts *t)
 {
 	struct task_struct *task;
 	struct twostep_stats s;
 	struct page *pg;
 	struct dr r = { .t = t };
-	dma_addr_t addr[2];
-	unsigned int i, mapped = 0;
+	unsigned int i, races = 0;
+	enum dr_racer racer;
+	long uaf0, uaf;
 
 	if (num_online_cpus() < 2) {
 		snprintf(t->skip, sizeof(t->skip), "needs two CPUs");
@@ -862,31 +968,24 @@ static int case_detach_races(struct ts *t)
 		return 0;
 	r.phys = page_to_phys(pg);
 
-	/* detach while another CPU links and unlinks live states */
-	for (i = 0; i < 2; i++)
-		TS_EXPECT(t, ts_try_alloc(t, &r.st[i], 0, PAGE_SIZE),
-			  "try_alloc");
-	addr[0] = r.st[0].addr;
-	addr[1] = r.st[1].addr;
-	init_completion(&r.go);
-	init_completion(&r.done);
-	task = ts_kthread_on(dr_thread, &r, 1, "twostep-dr");
-	if (!TS_EXPECT(t, task, "kthread"))
-		goto out_page;
-	complete(&r.go);
-	msleep(20);
-	twostep_detach(t->dev);
-	msleep(20);
-	WRITE_ONCE(r.stop, true);
-	wait_for_completion(&r.done);
-	kthread_stop(task);
-	for (i = 0; i < 2; i++)
-		mapped += ts_mapped_pages(t, addr[i], PAGE_SIZE);
-	ts_diag("detach under %lu link/unlink calls: %lu odd results, %u pages mapped after",
-		r.calls, r.odd, mapped);
-	TS_EXPECT(t, !r.odd && !mapped && r.calls,
-		  "calls %lu, odd results %lu, mapped after %u", r.calls,
-		  r.odd, mapped);
+	/* detach while another CPU calls on live states */
+	uaf0 = twostep_debug_poison_check();
+	for (racer = 0; racer < DR_RACERS; racer++)
+		for (i = 0; i < 2; i++)
+			if (dr_round(t, &r, racer, i))
+				races++;
+	uaf = twostep_debug_poison_check();
+	if (uaf >= 0) {
+		ktap_line("# summary: detach races %u use after free %ld",
+			  races, uaf - uaf0);
+		TS_EXPECT(t, uaf == uaf0,
+			  "%ld freed range records written after their free",
+			  uaf - uaf0);
+	} else {
+		ts_diag("twostep loaded without poison=1: freed records unchecked");
+		ktap_line("# summary: detach races %u use after free unchecked",
+			  races);
+	}
 
 	/* the first growth of a device, from two CPUs at once */
 	twostep_detach(t->dev);

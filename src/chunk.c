@@ -6,7 +6,9 @@
  * hands out the ranges, and per-CPU caches keep freed ranges of 256 KiB
  * to 2 MiB for the next allocation of their size there; chunks that stay
  * wholly free go back to the DMA API from the give-back worker, which
- * drains those caches first. Calls reserve.c and counters.c.
+ * drains those caches first. In a lazy domain, destroyed ranges wait in a
+ * flush queue for one IOTLB flush of many before they go back. Calls
+ * reserve.c and counters.c.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -20,9 +22,11 @@
 #include <linux/rculist.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
+#include <linux/timer.h>
 #include <linux/workqueue.h>
 
 #include "chunk.h"
+#include "compat.h"
 #include "counters.h"
 #include "ctx.h"
 #include "reserve.h"
@@ -50,6 +54,7 @@ static void twostep_chunk_give(struct twostep_ctx *ctx,
 			       struct twostep_chunk *c, unsigned long pfn,
 			       unsigned long nr);
 static void twostep_pcpu_drain(struct twostep_ctx *ctx);
+static unsigned long twostep_fq_drain(struct twostep_ctx *ctx);
 
 /* Is there a chunk under the device's mask with @nr granules free? */
 bool twostep_has_room(struct twostep_ctx *ctx, unsigned long nr)
@@ -192,6 +197,10 @@ void twostep_grow_work(struct work_struct *work)
 	/* a free run of the size asked, not just as many free granules */
 	if (want && !twostep_can_alloc(ctx, want >> ctx->shift))
 		twostep_ctx_grow(ctx, want, READ_ONCE(ctx->nchunks), true);
+	/* a chunk of the next size, for what waits in the flush queues */
+	if (READ_ONCE(ctx->grow_more) && xchg(&ctx->grow_more, false))
+		twostep_ctx_grow(ctx, twostep_reserve_block(),
+				 READ_ONCE(ctx->nchunks), false);
 }
 
 /* Give one chunk back to the DMA API; it is off the list, unseen by all. */
@@ -441,6 +450,16 @@ unsigned long twostep_iova_get(struct twostep_ctx *ctx, unsigned long nr,
 		/* the room missing may sit in the per-CPU caches: once */
 		if (!drained) {
 			drained = true;
+			/*
+			 * Lazy mode: where the flush queues held a quarter of
+			 * the reservation, let it grow in the background, so
+			 * that allocations do not flush them before their time
+			 */
+			if (twostep_fq_drain(ctx) >
+			    (READ_ONCE(ctx->reserved) >> ctx->shift) / 4) {
+				WRITE_ONCE(ctx->grow_more, true);
+				queue_work(system_unbound_wq, &ctx->grow_work);
+			}
 			twostep_pcpu_drain(ctx);
 			continue;
 		}
@@ -490,4 +509,164 @@ void twostep_iova_put(struct twostep_ctx *ctx, struct twostep_chunk *c,
 {
 	if (!twostep_pcpu_push(ctx, c, pfn, nr))
 		twostep_chunk_give(ctx, c, pfn, nr);
+}
+
+/*
+ * Lazy mode, a domain of type IOMMU_DOMAIN_DMA_FQ, as the DMA API's own
+ * flush queue does it: a destroy unmaps without an IOTLB invalidation and
+ * queues its IOVA on its CPU; one flush_iotlb_all() when a CPU's queue is
+ * full (TWOSTEP_FQ_SIZE ranges, or TWOSTEP_FQ_BYTES of IOVA: space the
+ * chunks must hold), or TWOSTEP_FQ_TIMEOUT after a range was queued, lets
+ * the queued ranges go back. A range goes back only after a flush that started after
+ * its unmap had completed, so a device never reaches an old page through
+ * a stale IOTLB entry of an address handed out again.
+ */
+#define TWOSTEP_FQ_SIZE		256
+#define TWOSTEP_FQ_BYTES	SZ_32M	/* of IOVA a CPU's queue holds */
+#define TWOSTEP_FQ_TIMEOUT	msecs_to_jiffies(10)
+
+struct twostep_fq_entry {
+	struct twostep_chunk *chunk;
+	unsigned long pfn;
+	unsigned long nr;
+	struct list_head freelist;	/* page-table pages to free after */
+};
+
+/**
+ * struct twostep_fq - one CPU's flush queue of a context
+ * @lock: taken on its CPU, or by the timer and the drains
+ * @n: entries queued
+ * @granules: granules of IOVA they hold, at most TWOSTEP_FQ_BYTES' worth
+ * @e: the ranges unmapped and not yet flushed
+ */
+struct twostep_fq {
+	spinlock_t lock;	/* @n, @granules, @e */
+	unsigned int n;
+	unsigned long granules;
+	struct twostep_fq_entry e[TWOSTEP_FQ_SIZE];
+};
+
+/*
+ * Flush the IOTLB and give every range of @fq back; @fq->lock held. Where
+ * the domain was replaced (@ctx->domain_gone), only the private allocator
+ * is touched. Returns the granules given back.
+ */
+static unsigned long twostep_fq_flush_locked(struct twostep_ctx *ctx,
+					     struct twostep_fq *fq)
+{
+	unsigned long granules = 0;
+	unsigned int i;
+
+	if (!fq->n)
+		return 0;
+	if (!READ_ONCE(ctx->domain_gone)) {
+		iommu_flush_iotlb_all(ctx->domain);
+		atomic_long_inc(&twostep_lazy_flushes);
+	}
+	for (i = 0; i < fq->n; i++) {
+		twostep_compat_free_kept(&fq->e[i].freelist);
+		twostep_iova_put(ctx, fq->e[i].chunk, fq->e[i].pfn,
+				 fq->e[i].nr);
+		granules += fq->e[i].nr;
+	}
+	fq->n = 0;
+	fq->granules = 0;
+	return granules;
+}
+
+/* Flush every CPU's queue of @ctx that holds ranges: granules given back. */
+static unsigned long twostep_fq_drain(struct twostep_ctx *ctx)
+{
+	unsigned long flags, granules = 0;
+	struct twostep_fq *fq;
+	int cpu;
+
+	if (!ctx->fq)
+		return 0;
+	for_each_possible_cpu(cpu) {
+		fq = per_cpu_ptr(ctx->fq, cpu);
+		if (!READ_ONCE(fq->n))
+			continue;
+		spin_lock_irqsave(&fq->lock, flags);
+		granules += twostep_fq_flush_locked(ctx, fq);
+		spin_unlock_irqrestore(&fq->lock, flags);
+	}
+	return granules;
+}
+
+static void twostep_fq_timeout(struct timer_list *t)
+{
+	struct twostep_ctx *ctx = container_of(t, struct twostep_ctx,
+					       fq_timer);
+
+	/* as the workers: a domain replaced under the context is not used */
+	if (!twostep_ctx_usable(ctx, true))
+		schedule_work(&twostep_stale_work);
+	twostep_fq_drain(ctx);
+}
+
+/**
+ * twostep_fq_init - set up the flush queue of a lazy domain's context
+ * @ctx: the context, not yet findable
+ * @gfp: how to allocate
+ *
+ * Without a queue (a strict domain, or no memory for it) every destroy
+ * syncs at once.
+ */
+void twostep_fq_init(struct twostep_ctx *ctx, gfp_t gfp)
+{
+	int cpu;
+
+	timer_setup(&ctx->fq_timer, twostep_fq_timeout, 0);
+	if (ctx->domain->type != IOMMU_DOMAIN_DMA_FQ ||
+	    !ctx->domain->ops->flush_iotlb_all)
+		return;
+	ctx->fq = alloc_percpu_gfp(struct twostep_fq, gfp | __GFP_NOWARN);
+	if (!ctx->fq)
+		return;
+	for_each_possible_cpu(cpu)
+		spin_lock_init(&per_cpu_ptr(ctx->fq, cpu)->lock);
+}
+
+/* Flush and give back all that is queued, for good: nothing queues now. */
+void twostep_fq_exit(struct twostep_ctx *ctx)
+{
+	timer_delete_sync(&ctx->fq_timer);
+	twostep_fq_drain(ctx);
+	free_percpu(ctx->fq);
+	ctx->fq = NULL;
+}
+
+/**
+ * twostep_fq_queue - give a range back after the next IOTLB flush
+ * @ctx: its context, which has a flush queue
+ * @c: its chunk
+ * @pfn: its first granule
+ * @nr: its granules, unmapped without an IOTLB sync
+ * @gather: what the unmap gathered (twostep_compat_gather_keepable())
+ */
+void twostep_fq_queue(struct twostep_ctx *ctx, struct twostep_chunk *c,
+		      unsigned long pfn, unsigned long nr,
+		      struct iommu_iotlb_gather *gather)
+{
+	struct twostep_fq *fq;
+	unsigned long flags;
+
+	local_irq_save(flags);
+	fq = this_cpu_ptr(ctx->fq);
+	spin_lock(&fq->lock);
+	if (fq->n == TWOSTEP_FQ_SIZE ||
+	    fq->granules + nr > TWOSTEP_FQ_BYTES >> ctx->shift)
+		twostep_fq_flush_locked(ctx, fq);
+	fq->e[fq->n].chunk = c;
+	fq->e[fq->n].pfn = pfn;
+	fq->e[fq->n].nr = nr;
+	twostep_compat_gather_keep(&fq->e[fq->n].freelist, gather);
+	fq->n++;
+	fq->granules += nr;
+	spin_unlock(&fq->lock);
+	__this_cpu_inc(twostep_lazy_queued);
+	local_irq_restore(flags);
+	if (!timer_pending(&ctx->fq_timer))
+		mod_timer(&ctx->fq_timer, jiffies + TWOSTEP_FQ_TIMEOUT);
 }

@@ -7,6 +7,7 @@
 #ifndef _TWOSTEP_CHUNK_H
 #define _TWOSTEP_CHUNK_H
 
+#include <linux/gfp.h>
 #include <linux/sizes.h>
 #include <linux/types.h>
 
@@ -18,6 +19,7 @@
 struct twostep_chunk;
 struct twostep_ctx;
 struct work_struct;
+struct iommu_iotlb_gather;
 
 bool twostep_has_room(struct twostep_ctx *ctx, unsigned long nr);
 int twostep_ctx_grow(struct twostep_ctx *ctx, u64 need, unsigned int seen,
@@ -29,5 +31,10 @@ unsigned long twostep_iova_get(struct twostep_ctx *ctx, unsigned long nr,
 			       bool may_sleep, struct twostep_chunk **chunkp);
 void twostep_iova_put(struct twostep_ctx *ctx, struct twostep_chunk *c,
 		      unsigned long pfn, unsigned long nr);
+void twostep_fq_init(struct twostep_ctx *ctx, gfp_t gfp);
+void twostep_fq_exit(struct twostep_ctx *ctx);
+void twostep_fq_queue(struct twostep_ctx *ctx, struct twostep_chunk *c,
+		      unsigned long pfn, unsigned long nr,
+		      struct iommu_iotlb_gather *gather);
 
 #endif /* _TWOSTEP_CHUNK_H */

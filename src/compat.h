@@ -11,6 +11,7 @@
 #include <linux/device.h>
 #include <linux/dma-map-ops.h>
 #include <linux/iommu.h>
+#include <linux/mm.h>
 #ifdef TWOSTEP_HAVE_IOMMUPT
 #include <linux/generic_pt/iommu.h>
 #endif
@@ -92,6 +93,45 @@ static inline void twostep_compat_gather_splice(struct iommu_iotlb_gather *to,
 	list_splice_init(&from->freelist.pages, &to->freelist.pages);
 #else
 	list_splice_init(&from->freelist, &to->freelist);
+#endif
+}
+
+/*
+ * The page-table pages that the unmaps gathered in @g freed, which may be
+ * freed only after an IOTLB flush, kept for a later one: possible where
+ * the IOMMU drivers free them as a plain list of pages (put_pages_list(),
+ * 6.1). From 6.11 their freeing also takes them off the kernel's count of
+ * IOMMU pages (NR_IOMMU_PAGES), which only the drivers' own, private code
+ * does: there only an unmap that freed none may wait.
+ */
+static inline bool twostep_compat_gather_keepable(struct iommu_iotlb_gather *g)
+{
+#if defined(TWOSTEP_HAVE_IOMMU_PAGES_LIST)
+	return list_empty(&g->freelist.pages);
+#elif defined(TWOSTEP_HAVE_IOMMU_PAGE_COUNT)
+	return list_empty(&g->freelist);
+#else
+	return true;
+#endif
+}
+
+static inline void twostep_compat_gather_keep(struct list_head *to,
+					      struct iommu_iotlb_gather *g)
+{
+	INIT_LIST_HEAD(to);
+#if !defined(TWOSTEP_HAVE_IOMMU_PAGES_LIST) && \
+	!defined(TWOSTEP_HAVE_IOMMU_PAGE_COUNT)
+	list_splice_init(&g->freelist, to);
+#endif
+}
+
+/* After the IOTLB flush: free what twostep_compat_gather_keep() kept. */
+static inline void twostep_compat_free_kept(struct list_head *pages)
+{
+#if !defined(TWOSTEP_HAVE_IOMMU_PAGES_LIST) && \
+	!defined(TWOSTEP_HAVE_IOMMU_PAGE_COUNT)
+	if (!list_empty(pages))
+		put_pages_list(pages);
 #endif
 }
 

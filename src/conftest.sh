@@ -31,6 +31,9 @@ have_decl include/linux/dma-mapping.h 'bool dma_need_unmap(' &&
 	printf ' -DTWOSTEP_HAVE_DMA_NEED_UNMAP'
 have_decl include/linux/iommu.h 'struct iommu_pages_list' &&
 	printf ' -DTWOSTEP_HAVE_IOMMU_PAGES_LIST'
+# the kernel counts IOMMU page-table pages (6.11 and later)
+have_decl include/linux/mmzone.h 'NR_IOMMU_PAGES,' &&
+	printf ' -DTWOSTEP_HAVE_IOMMU_PAGE_COUNT'
 # use_dma_iommu(): the device's DMA goes through iommu-dma (6.12 and later)
 have_decl include/linux/iommu-dma.h 'static inline bool use_dma_iommu(' &&
 	printf ' -DTWOSTEP_HAVE_USE_DMA_IOMMU'

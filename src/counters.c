@@ -23,6 +23,9 @@ DEFINE_PER_CPU(long, twostep_live_allocs);
 atomic_t twostep_live_chunks = ATOMIC_INIT(0);
 atomic_t twostep_misuse_all = ATOMIC_INIT(0);
 atomic64_t twostep_reserved_all = ATOMIC64_INIT(0);
+/* lazy mode: destroys that left their invalidation to a flush queue */
+DEFINE_PER_CPU(long, twostep_lazy_queued);
+atomic_long_t twostep_lazy_flushes = ATOMIC_LONG_INIT(0);
 
 static int twostep_counter_get(char *buf, const struct kernel_param *kp)
 {
@@ -33,19 +36,42 @@ static const struct kernel_param_ops twostep_counter_ops = {
 	.get = twostep_counter_get,
 };
 
-/* Live ranges: counted per CPU, summed (the parts may be negative). */
-static int twostep_live_allocs_get(char *buf, const struct kernel_param *kp)
+/* A counter kept per CPU, summed (live ranges: the parts may be negative). */
+static long twostep_percpu_sum(long __percpu *counter)
 {
 	long sum = 0;
 	int cpu;
 
 	for_each_possible_cpu(cpu)
-		sum += per_cpu(twostep_live_allocs, cpu);
-	return sysfs_emit(buf, "%ld\n", sum);
+		sum += *per_cpu_ptr(counter, cpu);
+	return sum;
+}
+
+static int twostep_live_allocs_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%ld\n", twostep_percpu_sum(&twostep_live_allocs));
 }
 
 static const struct kernel_param_ops twostep_live_allocs_ops = {
 	.get = twostep_live_allocs_get,
+};
+
+static int twostep_lazy_queued_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%ld\n", twostep_percpu_sum(&twostep_lazy_queued));
+}
+
+static const struct kernel_param_ops twostep_lazy_queued_ops = {
+	.get = twostep_lazy_queued_get,
+};
+
+static int twostep_counter_long_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%ld\n", atomic_long_read(kp->arg));
+}
+
+static const struct kernel_param_ops twostep_counter_long_ops = {
+	.get = twostep_counter_long_get,
 };
 
 static int twostep_counter64_get(char *buf, const struct kernel_param *kp)
@@ -71,6 +97,11 @@ MODULE_PARM_DESC(reserved_bytes, "bytes of IOVA reserved from the DMA API now");
 module_param_cb(refused_calls, &twostep_counter_ops, &twostep_misuse_all,
 		0444);
 MODULE_PARM_DESC(refused_calls, "calls with bad input (refused or cleaned up)");
+module_param_cb(lazy_destroys, &twostep_lazy_queued_ops, NULL, 0444);
+MODULE_PARM_DESC(lazy_destroys, "lazy mode: destroys whose IOTLB invalidation went to a flush queue");
+module_param_cb(lazy_flushes, &twostep_counter_long_ops,
+		&twostep_lazy_flushes, 0444);
+MODULE_PARM_DESC(lazy_flushes, "lazy mode: IOTLB flushes of the flush queues");
 
 /* Fault injection: countdowns to the failing operation, 0 when disarmed. */
 atomic_t twostep_fail_countdown[TWOSTEP_FAIL_RECORD + 1];

@@ -16,8 +16,10 @@
 #include <linux/dma-mapping.h>
 #include <linux/module.h>
 #include <linux/pci.h>
+#include <linux/poison.h>
 #include <linux/preempt.h>
 #include <linux/slab.h>
+#include <linux/string.h>
 #include <linux/wait_bit.h>
 
 #include "chunk.h"
@@ -45,6 +47,76 @@ static void twostep_alloc_ctor(void *obj)
 
 	atomic_long_set(&a->inflight, 0);
 	a->dbg = NULL;
+}
+
+/*
+ * poison=1, a test aid: SLUB does not poison the objects of a cache with
+ * a constructor, so twostep poisons its freed range records itself, and
+ * keeps the last TWOSTEP_QUARANTINE of them from reuse. A call that reads
+ * a freed record finds the poison (its pointers fault), one that writes
+ * it leaves a mark twostep_debug_poison_check() finds.
+ */
+static bool twostep_poison;
+module_param_named(poison, twostep_poison, bool, 0444);
+MODULE_PARM_DESC(poison,
+		 "test aid: poison freed range records and keep the last 1024 from reuse, to see a use after free (default 0)");
+
+#define TWOSTEP_QUARANTINE	1024
+static DEFINE_SPINLOCK(twostep_q_lock);	/* the ring */
+static struct twostep_alloc *twostep_q[TWOSTEP_QUARANTINE];
+static unsigned int twostep_q_next;
+static atomic_long_t twostep_q_written = ATOMIC_LONG_INIT(0);
+
+/* Was the poisoned record @a written since? Then say where, and count. */
+static void twostep_poison_verify(struct twostep_alloc *a)
+{
+	u8 *bad = memchr_inv(a, POISON_FREE, sizeof(*a));
+
+	if (!bad)
+		return;
+	atomic_long_inc(&twostep_q_written);
+	pr_err("a freed range record was written after its free, at offset %td\n",
+	       bad - (u8 *)a);
+}
+
+/* Poison @a and keep it; free the oldest record kept, checked. */
+static void twostep_poison_keep(struct twostep_alloc *a)
+{
+	struct twostep_alloc *old;
+	unsigned long flags;
+
+	memset(a, POISON_FREE, sizeof(*a));
+	spin_lock_irqsave(&twostep_q_lock, flags);
+	old = twostep_q[twostep_q_next];
+	twostep_q[twostep_q_next] = a;
+	twostep_q_next = (twostep_q_next + 1) % TWOSTEP_QUARANTINE;
+	spin_unlock_irqrestore(&twostep_q_lock, flags);
+	if (old) {
+		twostep_poison_verify(old);
+		/* as the constructor left it, for the next user */
+		twostep_alloc_ctor(old);
+		kmem_cache_free(twostep_alloc_cache, old);
+	}
+}
+
+/* Check and free every record kept. */
+static void twostep_poison_drain(void)
+{
+	struct twostep_alloc *a;
+	unsigned long flags;
+	unsigned int i;
+
+	for (i = 0; i < TWOSTEP_QUARANTINE; i++) {
+		spin_lock_irqsave(&twostep_q_lock, flags);
+		a = twostep_q[i];
+		twostep_q[i] = NULL;
+		spin_unlock_irqrestore(&twostep_q_lock, flags);
+		if (!a)
+			continue;
+		twostep_poison_verify(a);
+		twostep_alloc_ctor(a);
+		kmem_cache_free(twostep_alloc_cache, a);
+	}
 }
 
 /*
@@ -77,7 +149,10 @@ static void twostep_alloc_free(struct twostep_alloc *a)
 		xa_destroy(&a->big);
 	twostep_dbg_free(a);
 	twostep_alloc_links_free(a);
-	kmem_cache_free(twostep_alloc_cache, a);
+	if (unlikely(twostep_poison))
+		twostep_poison_keep(a);
+	else
+		kmem_cache_free(twostep_alloc_cache, a);
 }
 
 static void twostep_alloc_free_rcu(struct rcu_head *head)
@@ -107,7 +182,9 @@ static void twostep_alloc_retire(struct twostep_alloc *a)
 	struct twostep_alloc *full = NULL;
 	unsigned long flags;
 
-	if (a->links != (struct twostep_links *)a->map_space) {
+	/* poison=1: each as soon as it may be, where a late write shows */
+	if (a->links != (struct twostep_links *)a->map_space ||
+	    unlikely(twostep_poison)) {
 		call_rcu(&a->rcu, twostep_alloc_free_rcu);
 		return;
 	}
@@ -140,11 +217,8 @@ int twostep_ctx_init(void)
 	return twostep_alloc_cache ? 0 : -ENOMEM;
 }
 
-/*
- * At unload, when no caller is left: the partial batches go to RCU too,
- * and every record is freed before its cache goes.
- */
-void twostep_ctx_exit(void)
+/* The partial batches to RCU too, and every record freed by its end. */
+static void twostep_alloc_flush_batches(void)
 {
 	struct twostep_free_batch *b;
 	struct twostep_alloc *head;
@@ -162,6 +236,33 @@ void twostep_ctx_exit(void)
 			call_rcu(&head->rcu, twostep_alloc_free_batch_rcu);
 	}
 	rcu_barrier();
+}
+
+/**
+ * twostep_debug_poison_check - look for writes to freed range records
+ *
+ * Return: records found written after their free since load, each also
+ * reported in the kernel log, or -EOPNOTSUPP without poison=1.
+ */
+long twostep_debug_poison_check(void)
+{
+	might_sleep();
+	if (!twostep_poison)
+		return -EOPNOTSUPP;
+	twostep_alloc_flush_batches();
+	twostep_poison_drain();
+	return atomic_long_read(&twostep_q_written);
+}
+EXPORT_SYMBOL_GPL(twostep_debug_poison_check);
+
+/*
+ * At unload, when no caller is left: every record is freed before its
+ * cache goes.
+ */
+void twostep_ctx_exit(void)
+{
+	twostep_alloc_flush_batches();
+	twostep_poison_drain();
 	kmem_cache_destroy(twostep_alloc_cache);
 }
 
@@ -211,6 +312,7 @@ static void twostep_ctx_free(struct twostep_ctx *ctx)
 		free_page((unsigned long)ctx->slot_page[i]);
 	free_percpu(ctx->linked);
 	free_percpu(ctx->pcpu);
+	free_percpu(ctx->fq);
 	bitmap_free(ctx->slot_used);
 	kfree(ctx);
 }
@@ -338,6 +440,7 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	ctx->big_min = larger ? max(2UL, ctx->pgsize_large >> ctx->shift) :
 				ULONG_MAX;
 	ctx->prot_extra = IOMMU_CACHE;
+	twostep_fq_init(ctx, gfp);
 	INIT_LIST_HEAD(&ctx->chunks);
 	ctx->next_chunk = max_t(u64, TWOSTEP_CHUNK_FIRST,
 				twostep_reserve_block());
@@ -514,10 +617,20 @@ static unsigned long twostep_alloc_release(struct twostep_ctx *ctx,
 	}
 	if (unlikely(READ_ONCE(a->raced)) && !ctx->domain_gone)
 		swept = twostep_alloc_sweep(ctx, a, &gather);
-	/* No stale IOTLB entry may outlive the IOVA's return to the chunk. */
-	if (total || swept)
-		iommu_iotlb_sync(ctx->domain, &gather);
-	twostep_iova_put(ctx, a->chunk, a->pfn, a->nr);
+	/*
+	 * No stale IOTLB entry may outlive the IOVA's return to the chunk:
+	 * sync now, or in a lazy domain, leave the IOVA to the flush queue
+	 * (with the page-table pages the unmap freed, where they can wait;
+	 * not after a raced unlink, which is rare and swept here).
+	 */
+	if ((total || swept) && ctx->fq && !swept &&
+	    twostep_compat_gather_keepable(&gather)) {
+		twostep_fq_queue(ctx, a->chunk, a->pfn, a->nr, &gather);
+	} else {
+		if (total || swept)
+			iommu_iotlb_sync(ctx->domain, &gather);
+		twostep_iova_put(ctx, a->chunk, a->pfn, a->nr);
+	}
 	twostep_slot_put(ctx, a->slot);
 	this_cpu_dec(twostep_live_allocs);
 	twostep_linked_add(ctx, -(long)total);
@@ -625,6 +738,8 @@ void twostep_ctx_destroy(struct twostep_ctx *ctx, const char *why,
 	rcu_barrier();
 	WRITE_ONCE(ctx->dying, true);
 	cancel_delayed_work_sync(&ctx->shrink_work);
+	/* what waits for a lazy flush goes back to the chunks first */
+	twostep_fq_exit(ctx);
 	if (left)
 		dev_warn(ctx->dev, "twostep: %s: %lu live allocation(s) with %lu linked granule(s) unmapped and freed\n",
 			 why, left, granules);

@@ -21,6 +21,7 @@
 #include <linux/xarray.h>
 #include <linux/sizes.h>
 #include <linux/spinlock.h>
+#include <linux/timer.h>
 
 #include "compat.h"
 #include "links.h"
@@ -76,6 +77,7 @@ struct twostep_chunk {
 #define TWOSTEP_PCPU_BYTES	SZ_4M
 
 struct twostep_chunk;
+struct twostep_fq;
 
 /**
  * struct twostep_pcpu - one CPU's cache of freed ranges of one context
@@ -117,6 +119,8 @@ struct twostep_pcpu {
  * @grow_lock: serialises growth
  * @grow_work: growth for try_alloc() calls that could not sleep
  * @grow_want: bytes the worker is asked to find room for
+ * @grow_more: the worker is asked for one more chunk (lazy mode: the flush
+ *             queues held much of the reservation when it ran out)
  * @grow_ns: duration of the last growth
  * @shrink_work: gives wholly free chunks back to the DMA API
  * @dying: the context is being torn down: no more give-back work
@@ -131,6 +135,9 @@ struct twostep_pcpu {
  *             allocated on demand; read under RCU
  * @linked: granules mapped through this context, per CPU
  * @pcpu: the per-CPU caches of freed ranges
+ * @fq: lazy domain: the per-CPU flush queues of destroyed ranges (chunk.c),
+ *      or NULL: every destroy syncs at once
+ * @fq_timer: flushes the queues TWOSTEP_FQ_TIMEOUT after a range was queued
  * @misuse: refused calls
  * @deferred: try_alloc() calls that left growth to the worker
  */
@@ -155,6 +162,7 @@ struct twostep_ctx {
 	struct mutex grow_lock;		/* serialises growth */
 	struct work_struct grow_work;
 	atomic64_t grow_want;
+	bool grow_more;
 	u64 grow_ns;
 	struct delayed_work shrink_work;
 	bool dying;
@@ -166,6 +174,8 @@ struct twostep_ctx {
 	struct twostep_alloc __rcu **slot_page[TWOSTEP_SLOT_PAGES];
 	long __percpu *linked;
 	struct twostep_pcpu __percpu *pcpu;
+	struct twostep_fq __percpu *fq;
+	struct timer_list fq_timer;
 	atomic_long_t misuse;
 	atomic_long_t deferred;
 };
