@@ -51,3 +51,9 @@ deb:
 	./qemu/deb.sh
 
 .PHONY: deb
+
+# Remove what the commands keep in ~/.cache/twostep, saying what it frees
+clean-cache:
+	./qemu/clean-cache.sh
+
+.PHONY: clean-cache

@@ -139,7 +139,32 @@ ts_harness_checks() {
 	ts_harness_accel
 	ts_harness_bench_compare
 	ts_harness_docs
+	ts_harness_clean_cache
 	echo "$pass $fail"
+}
+
+# make clean-cache, end to end on a made-up cache: refused while a path
+# under it is mounted (a made-up mount table), then removed, with the
+# space it freed.
+ts_harness_clean_cache() {
+	local dir out ok=1 why=""
+	dir=$(mktemp -d)
+	mkdir -p "$dir/cache/chroot-x/proc" "$dir/cache/image"
+	head -c 3145728 /dev/zero >"$dir/cache/image/disk.qcow2"
+	printf 'proc %s proc rw 0 0\n' "$dir/cache/chroot-x/proc" >"$dir/mounts"
+	if TS_CACHE=$dir/cache TS_MOUNTS=$dir/mounts \
+		make -s -C "$TS_ROOT" clean-cache >"$dir/out" 2>&1 ||
+		[ ! -s "$dir/cache/image/disk.qcow2" ]; then
+		ok=0 why="removed while mounted: $(cat "$dir/out")"
+	fi
+	: >"$dir/mounts"
+	out=$(TS_CACHE=$dir/cache TS_MOUNTS=$dir/mounts \
+		make -s -C "$TS_ROOT" clean-cache 2>&1) || ok=0
+	if [ -e "$dir/cache" ] || ! [[ "$out" =~ ^removed\ .*:\ 3\.[0-9]\ MiB\ freed$ ]]; then
+		ok=0 why="${why:+$why; }then: $out"
+	fi
+	rm -rf "$dir"
+	ts_harness_check "$ok" "make_clean_cache_refuses_mounts_then_frees" "$why"
 }
 
 # The reading of a guest console, on a made-up 7.x console log whose
