@@ -517,9 +517,9 @@ void twostep_iova_put(struct twostep_ctx *ctx, struct twostep_chunk *c,
  * queues its IOVA on its CPU; one flush_iotlb_all() when a CPU's queue is
  * full (TWOSTEP_FQ_SIZE ranges, or TWOSTEP_FQ_BYTES of IOVA: space the
  * chunks must hold), or TWOSTEP_FQ_TIMEOUT after a range was queued, lets
- * the queued ranges go back. A range goes back only after a flush that started after
- * its unmap had completed, so a device never reaches an old page through
- * a stale IOTLB entry of an address handed out again.
+ * the queued ranges go back. A range goes back only after a flush that
+ * started after its unmap had completed, so a device never reaches an old
+ * page through a stale IOTLB entry of an address handed out again.
  */
 #define TWOSTEP_FQ_SIZE		256
 #define TWOSTEP_FQ_BYTES	SZ_32M	/* of IOVA a CPU's queue holds */
