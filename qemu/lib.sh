@@ -561,22 +561,24 @@ ts_boot_early_death() {
 # Returns QEMU's exit status (124 on timeout). Under TCG on a loaded host
 # Debian's kernel now and then dies or hangs while booting, long before
 # our init runs (an int3 Oops in text patching, a timer check panic, a
-# stop after the first second): such a boot is retried once, its console
-# kept as <config>.boot1.log and the reason in <config>.retried, which the
-# report shows. A crash after our init started is never retried.
+# stop after the first second): such a boot is retried, up to twice (a
+# 7.3 guest once died so in two boots in a row), each dead boot's console
+# kept as <config>.boot<N>.log and its reason a line of <config>.retried,
+# which the report shows. A crash after our init started is never retried.
 ts_boot() {
-	local cfg=$1 rc=0 why
-	rm -f "$TS_RESULTS/$cfg.retried" "$TS_RESULTS/$cfg.boot1.log" \
+	local cfg=$1 rc=0 why n
+	rm -f "$TS_RESULTS/$cfg.retried" "$TS_RESULTS/$cfg".boot[0-9].log \
 		"$TS_RESULTS/$cfg.trace" "$TS_RESULTS/$cfg.p2p"
 	ts_boot_once "$cfg" || rc=$?
-	why=$(ts_boot_early_death "$TS_RESULTS/$cfg.log" \
-		'twostep-harness: begin' "$TS_RESULTS/$cfg.hung")
-	if [ -n "$why" ]; then
-		echo "$why" >"$TS_RESULTS/$cfg.retried"
-		mv "$TS_RESULTS/$cfg.log" "$TS_RESULTS/$cfg.boot1.log"
+	for n in 1 2; do
+		why=$(ts_boot_early_death "$TS_RESULTS/$cfg.log" \
+			'twostep-harness: begin' "$TS_RESULTS/$cfg.hung")
+		[ -n "$why" ] || break
+		echo "$why" >>"$TS_RESULTS/$cfg.retried"
+		mv "$TS_RESULTS/$cfg.log" "$TS_RESULTS/$cfg.boot$n.log"
 		rc=0
 		ts_boot_once "$cfg" || rc=$?
-	fi
+	done
 	return "$rc"
 }
 

@@ -123,7 +123,7 @@ tally() {
 report() {
 	echo "== $1 ($(ts_boot_accel "$1"), QEMU status $2, console: $TS_RESULTS/$1.log)"
 	[ -s "$TS_RESULTS/$1.retried" ] &&
-		echo "   $1: the kernel died or hung while booting, before twostep's init ran; booted again ($(cat "$TS_RESULTS/$1.retried"))"
+		echo "   $1: the kernel died or hung while booting, before twostep's init ran; booted again ($(paste -sd';' "$TS_RESULTS/$1.retried"))"
 	tally "$1" "$(ts_parse "$1" "$2")"
 	echo "   $1: $TALLY (host CPU $(ts_cpu "$1") s)"
 }
