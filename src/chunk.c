@@ -561,7 +561,7 @@ static unsigned long twostep_fq_flush_locked(struct twostep_ctx *ctx,
 		return 0;
 	if (!READ_ONCE(ctx->domain_gone)) {
 		iommu_flush_iotlb_all(ctx->domain);
-		atomic_long_inc(&twostep_lazy_flushes);
+		atomic64_inc(&twostep_lazy_flushes);
 	}
 	for (i = 0; i < fq->n; i++) {
 		twostep_compat_free_kept(&fq->e[i].freelist);

@@ -104,14 +104,19 @@ static inline void twostep_compat_gather_splice(struct iommu_iotlb_gather *to,
  * IOMMU pages (NR_IOMMU_PAGES), which only the drivers' own, private code
  * does: there only an unmap that freed none may wait.
  */
+#if !defined(TWOSTEP_HAVE_IOMMU_PAGES_LIST) && \
+	!defined(TWOSTEP_HAVE_IOMMU_PAGE_COUNT)
+#define TWOSTEP_KEEP_PT_PAGES
+#endif
+
 static inline bool twostep_compat_gather_keepable(struct iommu_iotlb_gather *g)
 {
-#if defined(TWOSTEP_HAVE_IOMMU_PAGES_LIST)
-	return list_empty(&g->freelist.pages);
-#elif defined(TWOSTEP_HAVE_IOMMU_PAGE_COUNT)
-	return list_empty(&g->freelist);
-#else
+#if defined(TWOSTEP_KEEP_PT_PAGES)
 	return true;
+#elif defined(TWOSTEP_HAVE_IOMMU_PAGES_LIST)
+	return list_empty(&g->freelist.pages);
+#else
+	return list_empty(&g->freelist);
 #endif
 }
 
@@ -119,8 +124,7 @@ static inline void twostep_compat_gather_keep(struct list_head *to,
 					      struct iommu_iotlb_gather *g)
 {
 	INIT_LIST_HEAD(to);
-#if !defined(TWOSTEP_HAVE_IOMMU_PAGES_LIST) && \
-	!defined(TWOSTEP_HAVE_IOMMU_PAGE_COUNT)
+#ifdef TWOSTEP_KEEP_PT_PAGES
 	list_splice_init(&g->freelist, to);
 #endif
 }
@@ -128,8 +132,7 @@ static inline void twostep_compat_gather_keep(struct list_head *to,
 /* After the IOTLB flush: free what twostep_compat_gather_keep() kept. */
 static inline void twostep_compat_free_kept(struct list_head *pages)
 {
-#if !defined(TWOSTEP_HAVE_IOMMU_PAGES_LIST) && \
-	!defined(TWOSTEP_HAVE_IOMMU_PAGE_COUNT)
+#ifdef TWOSTEP_KEEP_PT_PAGES
 	if (!list_empty(pages))
 		put_pages_list(pages);
 #endif

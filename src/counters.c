@@ -25,7 +25,7 @@ atomic_t twostep_misuse_all = ATOMIC_INIT(0);
 atomic64_t twostep_reserved_all = ATOMIC64_INIT(0);
 /* lazy mode: destroys that left their invalidation to a flush queue */
 DEFINE_PER_CPU(long, twostep_lazy_queued);
-atomic_long_t twostep_lazy_flushes = ATOMIC_LONG_INIT(0);
+atomic64_t twostep_lazy_flushes = ATOMIC64_INIT(0);
 
 static int twostep_counter_get(char *buf, const struct kernel_param *kp)
 {
@@ -65,15 +65,6 @@ static const struct kernel_param_ops twostep_lazy_queued_ops = {
 	.get = twostep_lazy_queued_get,
 };
 
-static int twostep_counter_long_get(char *buf, const struct kernel_param *kp)
-{
-	return sysfs_emit(buf, "%ld\n", atomic_long_read(kp->arg));
-}
-
-static const struct kernel_param_ops twostep_counter_long_ops = {
-	.get = twostep_counter_long_get,
-};
-
 static int twostep_counter64_get(char *buf, const struct kernel_param *kp)
 {
 	return sysfs_emit(buf, "%lld\n", atomic64_read(kp->arg));
@@ -99,8 +90,8 @@ module_param_cb(refused_calls, &twostep_counter_ops, &twostep_misuse_all,
 MODULE_PARM_DESC(refused_calls, "calls with bad input (refused or cleaned up)");
 module_param_cb(lazy_destroys, &twostep_lazy_queued_ops, NULL, 0444);
 MODULE_PARM_DESC(lazy_destroys, "lazy mode: destroys whose IOTLB invalidation went to a flush queue");
-module_param_cb(lazy_flushes, &twostep_counter_long_ops,
-		&twostep_lazy_flushes, 0444);
+module_param_cb(lazy_flushes, &twostep_counter64_ops, &twostep_lazy_flushes,
+		0444);
 MODULE_PARM_DESC(lazy_flushes, "lazy mode: IOTLB flushes of the flush queues");
 
 /* Fault injection: countdowns to the failing operation, 0 when disarmed. */

@@ -22,7 +22,7 @@ extern atomic_t twostep_live_chunks;
 extern atomic_t twostep_misuse_all;
 extern atomic64_t twostep_reserved_all;
 DECLARE_PER_CPU(long, twostep_lazy_queued);
-extern atomic_long_t twostep_lazy_flushes;
+extern atomic64_t twostep_lazy_flushes;
 extern atomic_t twostep_fail_countdown[TWOSTEP_FAIL_RECORD + 1];
 
 bool __twostep_should_fail(enum twostep_fail what);

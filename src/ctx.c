@@ -67,16 +67,21 @@ static struct twostep_alloc *twostep_q[TWOSTEP_QUARANTINE];
 static unsigned int twostep_q_next;
 static atomic_long_t twostep_q_written = ATOMIC_LONG_INIT(0);
 
-/* Was the poisoned record @a written since? Then say where, and count. */
-static void twostep_poison_verify(struct twostep_alloc *a)
+/*
+ * Let a kept record go: was it written since it was poisoned? Then say
+ * where, and count. Freed as the constructor left it, for the next user.
+ */
+static void twostep_poison_release(struct twostep_alloc *a)
 {
 	u8 *bad = memchr_inv(a, POISON_FREE, sizeof(*a));
 
-	if (!bad)
-		return;
-	atomic_long_inc(&twostep_q_written);
-	pr_err("a freed range record was written after its free, at offset %td\n",
-	       bad - (u8 *)a);
+	if (bad) {
+		atomic_long_inc(&twostep_q_written);
+		pr_err("a freed range record was written after its free, at offset %td\n",
+		       bad - (u8 *)a);
+	}
+	twostep_alloc_ctor(a);
+	kmem_cache_free(twostep_alloc_cache, a);
 }
 
 /* Poison @a and keep it; free the oldest record kept, checked. */
@@ -91,12 +96,8 @@ static void twostep_poison_keep(struct twostep_alloc *a)
 	twostep_q[twostep_q_next] = a;
 	twostep_q_next = (twostep_q_next + 1) % TWOSTEP_QUARANTINE;
 	spin_unlock_irqrestore(&twostep_q_lock, flags);
-	if (old) {
-		twostep_poison_verify(old);
-		/* as the constructor left it, for the next user */
-		twostep_alloc_ctor(old);
-		kmem_cache_free(twostep_alloc_cache, old);
-	}
+	if (old)
+		twostep_poison_release(old);
 }
 
 /* Check and free every record kept. */
@@ -111,11 +112,8 @@ static void twostep_poison_drain(void)
 		a = twostep_q[i];
 		twostep_q[i] = NULL;
 		spin_unlock_irqrestore(&twostep_q_lock, flags);
-		if (!a)
-			continue;
-		twostep_poison_verify(a);
-		twostep_alloc_ctor(a);
-		kmem_cache_free(twostep_alloc_cache, a);
+		if (a)
+			twostep_poison_release(a);
 	}
 }
 
@@ -694,7 +692,7 @@ static unsigned long twostep_alloc_release(struct twostep_ctx *ctx,
 	 * (with the page-table pages the unmap freed, where they can wait;
 	 * not after a raced unlink, which is rare and swept here).
 	 */
-	if ((total || swept) && ctx->fq && !swept &&
+	if (total && !swept && ctx->fq &&
 	    twostep_compat_gather_keepable(&gather)) {
 		twostep_fq_queue(ctx, a->chunk, a->pfn, a->nr, &gather);
 	} else {
