@@ -17,8 +17,8 @@ TS_DEBCHECK_PACKAGES="dkms,gcc,make,libc6-dev,kmod,linux-headers-amd64"
 ts_debcheck_setup() {
 	local uri key tmp log
 	ts_need_packages mmdebstrap
-	uri=$(ts_native_uri)
-	[ -n "$uri" ] || ts_die "apt knows no bookworm/main source for the package check's chroot"
+	uri=$(ts_debian_uri)
+	[ -n "$uri" ] || ts_die "apt knows no Debian source: name one in TWOSTEP_DEBIAN_MIRROR"
 	key=$( { echo "$uri $TS_DEBCHECK_PACKAGES"
 		declare -f ts_debcheck_setup; } | sha256sum | cut -c1-12)
 	TS_DEBCHECK_ROOT=$TS_CACHE/chroot-bookworm-dkms-$key

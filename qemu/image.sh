@@ -45,19 +45,18 @@ ts_image_select 12
 
 # "deb URI SUITE main" lines of the image: the suite, its -updates,
 # -security and -backports companions, at the URIs this machine's apt uses
-# for Debian 12 (the host's release); no mirror name is kept in the
+# for Debian (any release; see kernels.sh); no mirror name is kept in the
 # repository.
 ts_image_sources() {
-	apt-cache policy | awk -v s="$TS_IMAGE_SUITE" '
-		$3 ~ /^bookworm(-security)?\/main$/ && $4 == "amd64" &&
-		$5 == "Packages" && !seen[$3]++ {
-			if ($3 == "bookworm/main") {
-				print "deb " $2 " " s " main"
-				print "deb " $2 " " s "-updates main"
-				print "deb " $2 " " s "-backports main"
-			} else
-				print "deb " $2 " " s "-security main"
-		}' | sort
+	local uri sec s
+	uri=$(ts_debian_uri)
+	[ -n "$uri" ] || return 0
+	sec=$(ts_debian_security_uri)
+	for s in "$TS_IMAGE_SUITE" "$TS_IMAGE_SUITE-backports" \
+		"$TS_IMAGE_SUITE-updates"; do
+		echo "deb $uri $s main"
+	done
+	[ -z "$sec" ] || echo "deb $sec $TS_IMAGE_SUITE-security main"
 }
 
 # Cache key: everything the image is made from (not the rest of this file).
@@ -88,7 +87,7 @@ ts_image_build() {
 		[ -n "$line" ] && sources+=("$line")
 	done < <(ts_image_sources)
 	[ ${#sources[@]} -gt 0 ] ||
-		ts_die "apt knows no bookworm/main source to derive the image's from"
+		ts_die "apt knows no Debian source: name one in TWOSTEP_DEBIAN_MIRROR"
 
 	mkdir -p "$TS_CACHE"
 	tmp=$(mktemp -d "$TS_CACHE/build.XXXXXX")

@@ -62,51 +62,51 @@ ts_need_packages() {
 		ts_die "apt-get install ${missing[*]} failed"
 }
 
+# The host packages the commands use: the only thing installed on the host.
+TS_HOST_PACKAGES="make gcc libc6-dev bc gzip cpio kmod busybox-static xz-utils qemu-system-x86 debian-archive-keyring"
+
+# Install the host packages, fetch Debian 12's kernel into the cache (see
+# kernels.sh) and make it the one built for (TS_KREL, TS_KREL_DEFAULT).
 ts_install_deps() {
-	ts_need_packages make gcc libc6-dev bc gzip cpio kmod busybox-static \
-		xz-utils qemu-system-x86 linux-headers-amd64 linux-image-amd64
-	TS_KREL=$(ts_kernel_release)
-	[ -n "$TS_KREL" ] || ts_die "cannot tell the release of linux-headers-amd64"
-	# The image matching the headers exactly, even if the metapackages
-	# were upgraded separately.
-	ts_need_packages "linux-image-$TS_KREL" "linux-headers-$TS_KREL"
+	# shellcheck disable=SC2086 # a list of packages
+	ts_need_packages $TS_HOST_PACKAGES
+	TS_KREL=$(ts_kernel_fetch bookworm) || exit 1
 	TS_KREL_DEFAULT=$TS_KREL
-	[ -r "/boot/vmlinuz-$TS_KREL" ] || ts_die "no /boot/vmlinuz-$TS_KREL"
 }
 
-# Release of the kernel Debian's linux-headers-amd64 points at.
-ts_kernel_release() {
-	dpkg-query -W -f='${Depends}' linux-headers-amd64 2>/dev/null |
-		sed -n 's/^linux-headers-\([^ ,]*\).*/\1/p'
+# The host's footprint: what the commands must leave as it was. Its
+# installed packages (dpkg's database) and every path under
+# TS_FOOTPRINT_PATHS with its type, size and time of change, one per line:
+# ts_host_state >FILE before a run, ts_host_footprint FILE after it says
+# "host footprint: paths changed N, packages changed M".
+TS_FOOTPRINT_PATHS=${TS_FOOTPRINT_PATHS:-/boot /lib/modules /usr/src /etc/apt}
+ts_host_state() {
+	local p LC_ALL=C
+	dpkg-query -W -f='package ${Package}:${Architecture} ${Version} ${db:Status-Abbrev}\n' |
+		sort
+	# shellcheck disable=SC2086 # a list of paths
+	for p in $TS_FOOTPRINT_PATHS; do
+		[ -e "$p" ] || continue
+		find "$p" -xdev -printf 'path %p %y %s %T@\n' 2>/dev/null
+	done | sort
 }
-
-# Debian 12 backports' kernel: adds the backports suite of the Debian
-# source this machine's apt already uses (no mirror name kept here), and
-# installs that kernel's image and headers by name, leaving the
-# metapackages alone. Prints its release.
-ts_backports_kernel() {
-	local list=/etc/apt/sources.list.d/twostep-bookworm-backports.list uri krel
-	if ! apt-cache policy | grep -q ' bookworm-backports/main amd64'; then
-		uri=$(apt-cache policy | awk '$3 == "bookworm/main" &&
-			$4 == "amd64" { print $2; exit }')
-		[ -n "$uri" ] || ts_die "apt knows no bookworm/main source"
-		echo "deb $uri bookworm-backports main" >"$list"
-		apt-get update -qq >&2 || ts_die "apt-get update failed"
-	fi
-	krel=$(apt-cache show linux-headers-amd64/bookworm-backports 2>/dev/null |
-		sed -n 's/^Depends: linux-headers-\([^ ,]*\).*/\1/p' | head -n 1)
-	[ -n "$krel" ] || ts_die "no backports kernel found"
-	if ! dpkg-query -W -f='${Status}\n' "linux-image-$krel" \
-		"linux-headers-$krel" 2>/dev/null | grep -c 'ok installed' |
-		grep -q 2; then
-		ts_log "installing backports kernel $krel"
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			--no-install-recommends \
-			"linux-image-$krel/bookworm-backports" \
-			"linux-headers-$krel/bookworm-backports" >&2 ||
-			ts_die "installing kernel $krel failed"
-	fi
-	echo "$krel"
+ts_host_footprint() {
+	local now paths pkgs LC_ALL=C
+	now=$(ts_host_state)
+	paths=$(diff <(grep '^path ' "$1" | cut -d' ' -f2) \
+		<(printf '%s\n' "$now" | grep '^path ' | cut -d' ' -f2) |
+		grep -c '^[<>]')
+	# a path whose type, size or time changed, kept in both listings
+	paths=$((paths + $(join <(grep '^path ' "$1" | cut -d' ' -f2-) \
+		<(printf '%s\n' "$now" | grep '^path ' | cut -d' ' -f2-) |
+		awk '$2 != $5 || $3 != $6 || $4 != $7' | wc -l)))
+	pkgs=$(diff <(grep '^package ' "$1" | cut -d' ' -f2 | sort -u) \
+		<(printf '%s\n' "$now" | grep '^package ' | cut -d' ' -f2 |
+		sort -u) | grep -c '^[<>]')
+	pkgs=$((pkgs + $(join <(grep '^package ' "$1" | cut -d' ' -f2-) \
+		<(printf '%s\n' "$now" | grep '^package ' | cut -d' ' -f2-) |
+		awk '$2 != $4 || $3 != $5' | wc -l)))
+	echo "host footprint: paths changed $paths, packages changed $pkgs"
 }
 
 # Release for a kernel name used in configurations: 6.1 (Debian 12, the
@@ -117,7 +117,8 @@ ts_kernel_for() {
 	""|6.1) echo "$TS_KREL_DEFAULT" ;;
 	6.12)
 		[ -n "${TS_KREL_BACKPORTS:-}" ] ||
-			TS_KREL_BACKPORTS=$(ts_backports_kernel)
+			TS_KREL_BACKPORTS=$(ts_kernel_fetch bookworm-backports) ||
+			exit 1
 		echo "$TS_KREL_BACKPORTS" ;;
 	7.3)
 		ts_native_setup
@@ -163,10 +164,10 @@ ts_build_modules() {
 		fi
 	else
 		dir=$TS_ROOT
-		kdir=/lib/modules/$TS_KREL/build
-		make -C "$TS_ROOT" clean KERNELRELEASE="$TS_KREL" >/dev/null 2>&1
+		kdir=$(ts_kernel_kdir "$TS_KREL")
+		make -C "$TS_ROOT" clean KDIR="$kdir" >/dev/null 2>&1
 		make -C "$TS_ROOT/example" clean KDIR="$kdir" >/dev/null 2>&1
-		if ! make -C "$TS_ROOT" -j"$(nproc)" KERNELRELEASE="$TS_KREL" \
+		if ! make -C "$TS_ROOT" -j"$(nproc)" KDIR="$kdir" \
 			KCFLAGS=-Werror >"$log" 2>&1 ||
 			! make -C "$TS_ROOT/example" KDIR="$kdir" KCFLAGS=-Werror \
 			KBUILD_EXTRA_SYMBOLS="$TS_ROOT/Module.symvers" \
@@ -191,9 +192,13 @@ ts_build_modules() {
 # first (virtio-iommu, where it is a module), and an init that loads them
 # all and powers off: $TS_RESULTS/$TS_KREL/initramfs.cpio.gz.
 ts_build_initramfs() {
-	local dir=$TS_RESULTS/$TS_KREL/initramfs lib mod base=()
-	# the native kernel's modules are unpacked in the cache, not installed
-	[ "$TS_KREL" = "${TS_KREL_NATIVE:-}" ] && base=(-d "$(ts_native_modbase)")
+	local dir=$TS_RESULTS/$TS_KREL/initramfs lib mod base
+	# the kernels' modules are unpacked in the cache, not installed
+	if [ "$TS_KREL" = "${TS_KREL_NATIVE:-}" ]; then
+		base=(-d "$(ts_native_modbase)")
+	else
+		base=(-d "$(ts_kernel_modbase "$TS_KREL")")
+	fi
 	rm -rf "$dir"
 	mkdir -p "$dir"/{bin,sbin,proc,sys,dev,lib/twostep/preload,lib64}
 	cp /bin/busybox "$dir/bin/busybox"
@@ -423,8 +428,8 @@ TS_CONFIGS_ALL="intel intel-lazy intel-cm intel-group amd intel-pt none intel@6.
 TS_KVM_DEV=${TS_KVM_DEV:-/dev/kvm}
 TS_KVM_QEMU=${TS_KVM_QEMU:-qemu-system-x86_64}
 
-# The probe's last step boots a kernel ($TS_KVM_KERNEL, default the newest
-# /boot/vmlinuz-*) under -accel kvm, with no root: it must get as far as
+# The probe's last step boots a kernel ($TS_KVM_KERNEL, default one fetched
+# into the cache, else the host's own, read only) under -accel kvm, with no root: it must get as far as
 # the panic for want of a root file system within TS_KVM_BOOT_TIMEOUT
 # seconds (about two under working KVM). A /dev/kvm that opens and a QEMU
 # that starts with it are not enough: seen on a sandboxed host, where
@@ -448,7 +453,8 @@ ts_kvm_probe() {
 		echo "$TS_KVM_QEMU -accel kvm: ${err#*-accel kvm: }"
 		return 0
 	fi
-	kernel=${TS_KVM_KERNEL:-$(ls -1v /boot/vmlinuz-* 2>/dev/null | tail -n 1)}
+	kernel=${TS_KVM_KERNEL:-$(ls -1v "$TS_KERNELS"/*/root/boot/vmlinuz-* \
+		/boot/vmlinuz-* 2>/dev/null | tail -n 1)}
 	[ -n "$kernel" ] || return 0
 	out=$(timeout --foreground -k 5 "$TS_KVM_BOOT_TIMEOUT" "$TS_KVM_QEMU" \
 		-accel kvm -m 256 -smp 1 -display none -monitor none \
@@ -587,8 +593,12 @@ ts_boot_once() {
 	local icount=()
 	ts_config "$cfg" || ts_die "unknown configuration $cfg"
 	krel=$(ts_kernel_for "$TS_KERNEL_NAME")
-	vmlinuz=/boot/vmlinuz-$krel
-	[ "$TS_KERNEL_NAME" = 7.3 ] && vmlinuz=$(ts_native_vmlinuz)
+	if [ "$TS_KERNEL_NAME" = 7.3 ]; then
+		vmlinuz=$(ts_native_vmlinuz)
+	else
+		vmlinuz=$(ts_kernel_vmlinuz "$krel" ||
+			echo "$TS_KERNELS/$krel/no-vmlinuz")
+	fi
 	ts_cfg_accel "$cfg" >"$TS_RESULTS/$cfg.accel"
 	accel=$TS_CFG_ACCEL
 	[ -n "$TS_CFG_ICOUNT" ] && icount=(-icount "$TS_CFG_ICOUNT")
@@ -883,4 +893,5 @@ print(n, bad)' "$TS_RESULTS/$cfg.p2p")
 	fi
 }
 
+. "$TS_ROOT/qemu/kernels.sh"
 . "$TS_ROOT/qemu/native.sh"

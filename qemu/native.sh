@@ -11,12 +11,6 @@
 TS_NATIVE_SUITE=trixie
 TS_NATIVE_PACKAGES="gcc-14,make,libc6-dev,kmod,xz-utils"
 
-# The Debian source URI this machine's apt uses for bookworm/main.
-ts_native_uri() {
-	apt-cache policy | awk '$3 == "bookworm/main" && $4 == "amd64" {
-		print $2; exit }'
-}
-
 # Run a command inside the chroot with /proc mounted for its duration.
 ts_chroot() {
 	local root=$1
@@ -42,8 +36,8 @@ ts_native_setup() {
 	local uri key tmp krel log deb
 	[ -n "${TS_KREL_NATIVE:-}" ] && return 0
 	ts_need_packages mmdebstrap kmod xz-utils
-	uri=$(ts_native_uri)
-	[ -n "$uri" ] || ts_die "apt knows no bookworm/main source to derive $TS_NATIVE_SUITE from"
+	uri=$(ts_debian_uri)
+	[ -n "$uri" ] || ts_die "apt knows no Debian source: name one in TWOSTEP_DEBIAN_MIRROR"
 	key=$( { echo "$uri $TS_NATIVE_SUITE $TS_NATIVE_PACKAGES"
 		declare -f ts_native_setup; } | sha256sum | cut -c1-12)
 	TS_CHROOT=$TS_CACHE/chroot-$TS_NATIVE_SUITE-$key

@@ -89,8 +89,19 @@ start=$SECONDS
 passed=0 failed=0 skipped=0
 declare -A cell
 mkdir -p "$TS_RESULTS"
+# every host package the run uses, first: the host is then what the run
+# must leave as it found it (the footprint check at the end)
+pkgs=$TS_HOST_PACKAGES
+[ "$bench" = 1 ] && pkgs="$pkgs gnuplot-nox"
+[ "$static" = 1 ] && pkgs="$pkgs sparse"
+if [ ${#flows[@]} -gt 0 ] || [ "$debcheck" = 1 ]; then
+	pkgs="$pkgs $TS_MAIN_PACKAGES"
+fi
+case " $kernels " in *" 7.3 "*) pkgs="$pkgs mmdebstrap" ;; esac
+# shellcheck disable=SC2086 # a list of packages
+ts_need_packages $pkgs
+ts_host_state >"$TS_RESULTS/host-before"
 ts_install_deps
-[ "$bench" = 1 ] && ts_need_packages gnuplot-nox
 # the accelerator of every guest of the run, probed once (the main job's
 # flows inherit it)
 if [ ${#boots[@]} -gt 0 ] || [ ${#flows[@]} -gt 0 ]; then
@@ -334,6 +345,20 @@ if [ ${#flows[@]} -gt 0 ]; then
 		flow_verdict "$d" "$((passed - p0))" "$((failed - f0))" \
 			"$((skipped - s0))"
 	done
+fi
+
+# nothing of the guests on the host: no package, no path under /boot,
+# /lib/modules, /usr/src or /etc/apt changed since the host packages went in
+out=$(ts_host_footprint "$TS_RESULTS/host-before")
+echo "== $out"
+if [ "$out" = "host footprint: paths changed 0, packages changed 0" ]; then
+	echo "  host      ok   host_footprint_unchanged"
+	add host 1 0 0
+else
+	echo "  host      FAIL host_footprint_unchanged (what changed:)"
+	ts_host_state | diff "$TS_RESULTS/host-before" - | grep '^[<>]' |
+		head -n 20 | sed 's/^/   | /'
+	add host 0 1 0
 fi
 
 # kernel x platform: passed/failed/skipped

@@ -34,7 +34,7 @@ ts_checkpatch() {
 }
 
 ts_static_checks() {
-	local work log cp out kdoc
+	local work log cp out kdoc kdir
 	ts_need_packages sparse xz-utils >/dev/null
 	work=$(mktemp -d)
 	log=$TS_RESULTS/static.log
@@ -50,8 +50,9 @@ ts_static_checks() {
 	}
 	local pass=0 fail=0
 
-	out=$(make -C "$work" KERNELRELEASE="$TS_KREL" W=1 C=2 2>&1 &&
-		make -C "$work/example" KDIR="/lib/modules/$TS_KREL/build" \
+	kdir=$(ts_kernel_kdir "$TS_KREL")
+	out=$(make -C "$work" KDIR="$kdir" W=1 C=2 2>&1 &&
+		make -C "$work/example" KDIR="$kdir" \
 			KBUILD_EXTRA_SYMBOLS="$work/Module.symvers" W=1 C=2 2>&1)
 	printf '%s\n' "$out" >>"$log"
 	if printf '%s\n' "$out" | grep -q -E 'Error [0-9]|error:'; then
@@ -78,7 +79,7 @@ ts_static_checks() {
 	# (qemu/names/), built with -Werror against this kernel and
 	# twostep's exports: here twostep must back every name
 	cp -a "$TS_ROOT/qemu/names" "$work/names"
-	out=$(make -C "$work/names" KDIR="/lib/modules/$TS_KREL/build" \
+	out=$(make -C "$work/names" KDIR="$kdir" \
 		KCFLAGS="-Werror -I$work/include -DTS_EXPECT_NATIVE=0" \
 		KBUILD_EXTRA_SYMBOLS="$work/Module.symvers" 2>&1)
 	printf '%s\n' "$out" >>"$log"
@@ -87,9 +88,9 @@ ts_static_checks() {
 		"$(printf '%s\n' "$out" | grep -E 'warning|error' | head -n 3)"
 
 	# the headers package's scripts/, where Debian keeps kernel-doc
-	kdoc=$(readlink -f "/lib/modules/$TS_KREL/build/scripts")/kernel-doc
+	kdoc=$(readlink -f "$kdir/scripts")/kernel-doc
 	[ -x "$kdoc" ] ||
-		kdoc=$(ls /usr/src/linux-headers-"${TS_KREL%-*}"-common/scripts/kernel-doc 2>/dev/null)
+		kdoc=$(ls "$kdir/../linux-headers-${TS_KREL%-*}-common/scripts/kernel-doc" 2>/dev/null)
 	out=$("$kdoc" -none "$TS_ROOT"/include/*.h 2>&1)
 	printf '%s\n' "$out" >>"$log"
 	check $(( $(printf '%s' "$out" | grep -c .) == 0 )) \
@@ -140,7 +141,36 @@ ts_harness_checks() {
 	ts_harness_bench_compare
 	ts_harness_docs
 	ts_harness_clean_cache
+	ts_harness_footprint
 	echo "$pass $fail"
+}
+
+# The host-footprint check (ts_host_footprint) on a made-up host: a file
+# that grew, a new file (and its folder's time) and a package upgraded must
+# be seen; an untouched host must read 0 and 0.
+ts_harness_footprint() {
+	local dir out want
+	dir=$(mktemp -d)
+	mkdir -p "$dir/bin" "$dir/host/boot" "$dir/host/src/sub"
+	echo one >"$dir/host/boot/vmlinuz-x"
+	echo "package a:amd64 1.0 ii" >"$dir/packages"
+	printf '#!/bin/sh\ncat %s\n' "$dir/packages" >"$dir/bin/dpkg-query"
+	chmod +x "$dir/bin/dpkg-query"
+	out=$(export PATH="$dir/bin:$PATH" \
+		TS_FOOTPRINT_PATHS="$dir/host/boot $dir/host/src"
+		ts_host_state >"$dir/before"
+		ts_host_footprint "$dir/before"
+		sleep 0.05
+		echo two >>"$dir/host/boot/vmlinuz-x"
+		touch "$dir/host/src/sub/new"
+		echo "package a:amd64 1.1 ii" >"$dir/packages"
+		ts_host_footprint "$dir/before")
+	want="host footprint: paths changed 0, packages changed 0
+host footprint: paths changed 3, packages changed 1"
+	rm -rf "$dir"
+	ts_harness_check "$([ "$out" = "$want" ] && echo 1)" \
+		host_footprint_sees_paths_and_packages \
+		"$(printf '%s' "$out" | tr '\n' ';')"
 }
 
 # make clean-cache, end to end on a made-up cache: refused while a path
