@@ -156,7 +156,8 @@ ts_kernel_fetch() {
 			sed -n 's/^Depends: //p' | head -n 1 | tr ',' '\n' |
 			sed -n 's/^ *\(linux-\(headers-[^ ]*-common[^ ]*\|kbuild-[^ ]*\)\).*/\1/p')
 		# (names with the release in them: one version each)
-		pkgs=("linux-image-$krel" "linux-headers-$krel" $deps)
+		pkgs=("linux-image-$krel" "linux-headers-$krel")
+		for deb in $deps; do pkgs+=("$deb"); done
 		# a kernel split like 7.x's: vmlinuz and modules in two more
 		for deb in linux-binary linux-modules; do
 			ts_apt "$r" cache show "$deb-$krel" >/dev/null 2>&1 &&

@@ -48,22 +48,30 @@ ts_stamp() {
 
 # Install whatever Debian packages are missing (idempotent).
 ts_need_packages() {
-	local missing=() p
+	local missing=() p sudo=()
 	for p in "$@"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
 			grep -q 'install ok installed' || missing+=("$p")
 	done
 	[ ${#missing[@]} -eq 0 ] && return 0
-	[ "$(id -u)" -eq 0 ] || ts_die "missing packages (run as root): ${missing[*]}"
+	# as a user: with sudo where it needs no password, else the line
+	if [ "$(id -u)" -ne 0 ]; then
+		sudo -n true 2>/dev/null ||
+			ts_die "missing host packages; install them, then run this again:
+    sudo apt-get install --no-install-recommends ${missing[*]}"
+		sudo=(sudo -n)
+	fi
 	ts_log "installing: ${missing[*]}"
-	apt-get update -qq >&2 || ts_die "apt-get update failed"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	"${sudo[@]}" apt-get update -qq >&2 || ts_die "apt-get update failed"
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 		--no-install-recommends "${missing[@]}" >&2 ||
 		ts_die "apt-get install ${missing[*]} failed"
 }
 
 # The host packages the commands use: the only thing installed on the host.
-TS_HOST_PACKAGES="make gcc libc6-dev bc gzip cpio kmod busybox-static xz-utils qemu-system-x86 debian-archive-keyring"
+# Debian 12's kernels (6.1, 6.12 of backports) name gcc-12 in their headers:
+# gcc itself on a Debian 12 host, a package of its own on Debian 13.
+TS_HOST_PACKAGES="make gcc gcc-12 libc6-dev bc gzip cpio kmod busybox-static xz-utils qemu-system-x86 debian-archive-keyring"
 
 # Install the host packages, fetch Debian 12's kernel into the cache (see
 # kernels.sh) and make it the one built for (TS_KREL, TS_KREL_DEFAULT).

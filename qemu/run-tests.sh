@@ -21,8 +21,9 @@ set -euo pipefail
 . "$(dirname "$0")/bench-lib.sh"
 . "$(dirname "$0")/static.sh"
 . "$(dirname "$0")/debcheck.sh"
+. "$(dirname "$0")/hosts.sh"
 
-TS_TIERS="harness static $TS_CONFIGS_ALL bench-smoke dkms dkms13 debcheck"
+TS_TIERS="harness static $TS_CONFIGS_ALL bench-smoke dkms dkms13 debcheck host13 user"
 
 usage() {
 	cat <<'EOF'
@@ -30,9 +31,14 @@ usage: qemu/run-tests.sh [tier...] [--help]
 
 The test suite; with no tier, all of them: harness, static, every guest
 configuration (intel, amd, virtio@6.12, intel@7.3, odp-intel, ...; see
-TS_CONFIGS_ALL in qemu/lib.sh), bench-smoke, dkms, dkms13, debcheck. Names
-given run those only, e.g. "qemu/run-tests.sh static harness" (no guest)
-or "qemu/run-tests.sh intel none".
+TS_CONFIGS_ALL in qemu/lib.sh), bench-smoke, dkms, dkms13, debcheck,
+host13 (the harness tier and intel-lazy run by a copy of the suite in a
+Debian 13 root) and user (the harness tier and none run by a copy of the
+suite as a normal user). Names given run those only, e.g. "qemu/run-tests.sh
+static harness" (no guest) or "qemu/run-tests.sh intel none". Every run
+ends with the host-footprint check: no package, and nothing under /boot,
+/lib/modules, /usr/src or /etc/apt, changed after the host packages went
+in (the guests' kernels are fetched into ~/.cache/twostep).
 
 Output: each tier's checks and KTAP cases (ok, FAIL, skip) with the
 accelerator of each boot, a kernel x platform table, the suite's time and
@@ -42,7 +48,8 @@ Logs and consoles: results/.
 Environment: TWOSTEP_ACCEL=tcg or kvm forces an accelerator (default: KVM
 where /dev/kvm works, TCG otherwise; the ODP cells keep TCG for -icount);
 TWOSTEP_CASES=a,b runs only those self-test cases; TS_RESULTS sets the
-results folder.
+results folder; TWOSTEP_DEBIAN_MIRROR=URI names the Debian archive (default:
+the one this machine's apt uses for Debian).
 
 More: doc/testing.md (the tiers, the configurations, reading the output).
 EOF
@@ -50,7 +57,7 @@ EOF
 
 case " $* " in *" -h "*|*" --help "*) usage; exit 0 ;; esac
 configs=${*:-$TS_TIERS}
-quick=() flows=() static=0 harness=0 bench=0 debcheck=0 kernels=""
+quick=() flows=() static=0 harness=0 bench=0 debcheck=0 host13=0 user=0 kernels=""
 need_kernel() {
 	case " $kernels " in *" $1 "*) ;; *) kernels="$kernels $1" ;; esac
 }
@@ -65,6 +72,10 @@ for c in $configs; do
 		static=1
 	elif [ "$c" = harness ]; then
 		harness=1
+	elif [ "$c" = host13 ]; then
+		host13=1
+	elif [ "$c" = user ]; then
+		user=1
 	elif [ "$c" = bench-smoke ]; then
 		# make bench on 7.3 (its default) and with BENCH_KERNEL=6.1
 		bench=1
@@ -83,6 +94,9 @@ done
 # once with BENCH_KERNEL=6.1, into $TS_RESULTS/bench-smoke[@6.1]
 boots=("${quick[@]}")
 [ "$bench" = 1 ] && boots+=(bench-smoke bench-smoke@6.1)
+# the suite in a Debian 13 root and as a user (hosts.sh), jobs of the pool
+[ "$host13" = 1 ] && boots+=(host13)
+[ "$user" = 1 ] && boots+=(user)
 TS_BENCH_REPS=2 TS_BENCH_MAX_N=16 TS_BENCH_MODES="strict pt"
 
 start=$SECONDS
@@ -98,19 +112,20 @@ if [ ${#flows[@]} -gt 0 ] || [ "$debcheck" = 1 ]; then
 	pkgs="$pkgs $TS_MAIN_PACKAGES"
 fi
 case " $kernels " in *" 7.3 "*) pkgs="$pkgs mmdebstrap" ;; esac
+[ "$host13" = 1 ] && pkgs="$pkgs mmdebstrap"
 # shellcheck disable=SC2086 # a list of packages
 ts_need_packages $pkgs
 ts_host_state >"$TS_RESULTS/host-before"
 ts_install_deps
+# resolve (and fetch) the backports kernel once, before any subshell
+case " $kernels " in *" 6.12 "*) TS_KREL_BACKPORTS=$(ts_kernel_for 6.12) ;; esac
+case " $kernels " in *" 7.3 "*) ts_native_setup ;; esac
 # the accelerator of every guest of the run, probed once (the main job's
-# flows inherit it)
+# flows inherit it) with the newest kernel fetched
 if [ ${#boots[@]} -gt 0 ] || [ ${#flows[@]} -gt 0 ]; then
 	ts_accel_init
 	ts_accel_line
 fi
-# resolve (and install) the backports kernel once, before any subshell
-case " $kernels " in *" 6.12 "*) TS_KREL_BACKPORTS=$(ts_kernel_for 6.12) ;; esac
-case " $kernels " in *" 7.3 "*) ts_native_setup ;; esac
 
 # Add to the totals and to the kernel x platform table (summed per name).
 add() {
@@ -171,6 +186,33 @@ bench_report() {
 	tally bench-checks "$(ts_bench_output_checks "$bench_dir" "$1" $TS_BENCH_MODES)"
 	[ "$1" = 0 ] || tail -n 5 "$bench_dir/pipeline.log" | sed 's/^/   | /'
 	echo "   bench-checks: ${cell[bench-checks]} (passed/failed/skipped)"
+}
+
+# A run of the suite by the suite (host13: in a Debian 13 root; user: as
+# a normal user), its tier name and exit status: its tiers' lines and any
+# failure as it printed them, its totals added under that name.
+sub_report() {
+	local name=$1 out=$TS_RESULTS/$1.out p f s what
+	case "$name" in
+	host13) what="$TS_HOST13_TIERS in a Debian 13 root" ;;
+	*) what="$TS_USER_TIERS as a user (uid $TS_USER_UID)" ;;
+	esac
+	echo "== $name: ./qemu/run-tests.sh $what (exit $2, output: $out)"
+	grep -E '^(accel:|== |  [a-z0-9@.-]+ +FAIL |   [a-z0-9@.-]+: [0-9]+ passed|suite time)' \
+		"$out" | sed 's/^/   | /'
+	if read -r p f s < <(tail -n 1 "$out" |
+		sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p') &&
+		[ -n "$p" ]; then
+		[ "$2" = 0 ] || [ "$f" -gt 0 ] || f=1
+		add "$name" "$p" "$f" "$s"
+		what=$name
+		[ "$name" = user ] && what="as a user (uid $TS_USER_UID)"
+		echo "   $what: $p passed, $f failed, $s skipped (exit $2)"
+	else
+		echo "   $name: no verdict; the end of $out:"
+		tail -n 20 "$out" | sed 's/^/   | /'
+		add "$name" 0 1 0
+	fi
 }
 
 # The main job's flows start first, beside everything else: each builds
@@ -296,7 +338,11 @@ if [ ${#boots[@]} -gt 0 ]; then
 			wait -n || true
 		done
 		rm -f "$TS_RESULTS/$c.rc"
-		if [ "${c%@*}" = bench-smoke ]; then
+		if [ "$c" = host13 ] || [ "$c" = user ]; then
+			( rc=0; "ts_${c}_run" >"$TS_RESULTS/$c.out" 2>&1 ||
+				rc=$?
+			echo "$rc" >"$TS_RESULTS/$c.rc" ) &
+		elif [ "${c%@*}" = bench-smoke ]; then
 			mkdir -p "$TS_RESULTS/$c"
 			# shellcheck disable=SC2086 # a list of modes
 			( rc=0; ts_bench_kernel "$(bench_tier_kernel "$c")"
@@ -312,7 +358,9 @@ if [ ${#boots[@]} -gt 0 ]; then
 	for c in "${boots[@]}"; do
 		wait "${pid[$c]}" || true
 		rc=$(cat "$TS_RESULTS/$c.rc" 2>/dev/null || echo 255)
-		if [ "${c%@*}" = bench-smoke ]; then
+		if [ "$c" = host13 ] || [ "$c" = user ]; then
+			sub_report "$c" "$rc"
+		elif [ "${c%@*}" = bench-smoke ]; then
 			bench_report "$c" "$rc"
 		else
 			report "$c" "$rc"

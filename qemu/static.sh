@@ -142,7 +142,39 @@ ts_harness_checks() {
 	ts_harness_docs
 	ts_harness_clean_cache
 	ts_harness_footprint
+	ts_harness_user_packages
 	echo "$pass $fail"
+}
+
+# Host packages missing for a user (stand-ins for id, dpkg-query, sudo):
+# without a sudo that needs no password, the one apt-get line to run and
+# exit 1; with one, apt-get through it.
+ts_harness_user_packages() {
+	local dir out want
+	dir=$(mktemp -d)
+	mkdir "$dir/bin"
+	printf '#!/bin/sh\necho 1000\n' >"$dir/bin/id"
+	printf '#!/bin/sh\necho "unknown ok not-installed"\n' >"$dir/bin/dpkg-query"
+	printf '#!/bin/sh\nexit 1\n' >"$dir/bin/sudo"
+	chmod +x "$dir"/bin/*
+	out=$( (PATH="$dir/bin:$PATH" ts_need_packages foo-pkg) 2>&1; echo "exit $?")
+	want="error: missing host packages; install them, then run this again:
+    sudo apt-get install --no-install-recommends foo-pkg
+exit 1"
+	printf '#!/bin/sh\necho "sudo $*" >>%s/log\n' "$dir" >"$dir/bin/sudo"
+	out="$out
+$( (PATH="$dir/bin:$PATH" ts_need_packages foo-pkg) 2>&1; echo "exit $?")
+$(cat "$dir/log")"
+	want="$want
+installing: foo-pkg
+exit 0
+sudo -n true
+sudo -n apt-get update -qq
+sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends foo-pkg"
+	rm -rf "$dir"
+	ts_harness_check "$([ "$out" = "$want" ] && echo 1)" \
+		user_missing_packages_sudo_or_the_line \
+		"$(printf '%s' "$out" | tr '\n' ';')"
 }
 
 # The host-footprint check (ts_host_footprint) on a made-up host: a file

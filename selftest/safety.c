@@ -16,6 +16,7 @@
 #include <linux/bottom_half.h>
 #include <linux/hmm.h>
 #include <linux/iommu.h>
+#include <linux/jiffies.h>
 #include <linux/kthread.h>
 #include <linux/mm.h>
 #include <linux/panic.h>
@@ -872,12 +873,25 @@ static int dr_thread(void *data)
 	}
 	while (!READ_ONCE(r->stop)) {
 		dr_call(r, i++);
-		r->calls++;
+		WRITE_ONCE(r->calls, r->calls + 1);
 		if (!(i & 255))
 			cond_resched();
 	}
 out:
 	return ts_kthread_finish(&r->done);
+}
+
+/*
+ * Wait until the racer has made @n calls, up to 5 s: on a loaded host a
+ * vCPU may not run for longer than a fixed sleep. Returns the count.
+ */
+static unsigned long dr_wait_calls(struct dr *r, unsigned long n)
+{
+	unsigned long end = jiffies + 5 * HZ;
+
+	while (READ_ONCE(r->calls) < n && time_before(jiffies, end))
+		usleep_range(500, 1000);
+	return READ_ONCE(r->calls);
 }
 
 /*
@@ -892,6 +906,7 @@ static bool dr_round(struct ts *t, struct dr *r, enum dr_racer racer,
 {
 	struct task_struct *task;
 	unsigned int i, mapped = 0;
+	unsigned long before, after;
 	dma_addr_t addr[2];
 	bool was;
 
@@ -927,10 +942,11 @@ static bool dr_round(struct ts *t, struct dr *r, enum dr_racer racer,
 		twostep_debug_set(was);
 		return false;
 	}
+	/* the racer calls before the detach and goes on after it */
 	complete(&r->go);
-	msleep(20);
+	before = dr_wait_calls(r, 64);
 	twostep_detach(t->dev);
-	msleep(20);
+	after = dr_wait_calls(r, READ_ONCE(r->calls) + 64);
 	WRITE_ONCE(r->stop, true);
 	wait_for_completion(&r->done);
 	kthread_stop(task);
@@ -939,12 +955,12 @@ static bool dr_round(struct ts *t, struct dr *r, enum dr_racer racer,
 		mapped += ts_mapped_pages(t, addr[i], PAGE_SIZE);
 	if (racer == DR_BITMAP)
 		twostep_hmm_dma_map_free(t->dev, &r->map);
-	ts_diag("detach under %lu calls (%s), checker %s: %lu odd results, %u pages mapped after",
-		r->calls, dr_racer_name[racer], checker ? "on" : "off",
-		r->odd, mapped);
-	TS_EXPECT(t, !r->odd && !mapped && r->calls,
-		  "%s: calls %lu, odd results %lu, mapped after %u",
-		  dr_racer_name[racer], r->calls, r->odd, mapped);
+	ts_diag("detach under %lu calls (%s, %lu before), checker %s: odd %lu, mapped after %u",
+		r->calls, dr_racer_name[racer], before,
+		checker ? "on" : "off", r->odd, mapped);
+	TS_EXPECT(t, !r->odd && !mapped && before && after > before,
+		  "%s: calls %lu before the detach, %lu by its end, odd results %lu, mapped after %u",
+		  dr_racer_name[racer], before, after, r->odd, mapped);
 	twostep_detach(t->dev);
 	return true;
 }
