@@ -13,6 +13,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/interrupt.h>
 #include <linux/io.h>
@@ -445,6 +446,18 @@ static void run_cases(struct edu *edu)
 	     "the kernel's own dma_iova_*" : "twostep");
 	ret = case_read(edu, false, &path);
 	report("request_read", ret);
+	/*
+	 * Without CONFIG_PREEMPTION twostep cannot tell that a call may
+	 * sleep: the first one is refused and leaves the reservation to a
+	 * worker (its header). The request after it takes the IOVA path.
+	 */
+	if (!ret && !TWOSTEP_DMA_IOVA_NATIVE && !IS_ENABLED(CONFIG_PREEMPTION) &&
+	    expect_iova > 0 && strcmp(path, "iova")) {
+		KTAP("    # no CONFIG_PREEMPTION: first request %s, again in 100 ms",
+		     path);
+		msleep(100);
+		ret = case_read(edu, false, &path);
+	}
 	if (!ret && expect_iova >= 0 && expect_iova != !strcmp(path, "iova")) {
 		KTAP("    # took the %s path, the host expects %s", path,
 		     expect_iova ? "iova" : "classic");

@@ -48,10 +48,12 @@ ts_debian_security_uri() {
 		}'
 }
 
-# apt-get / apt-cache on the private state of a Debian release (bookworm,
-# trixie): ts_apt RELEASE get|cache ARGS...
+# apt-get / apt-cache on the private state of a Debian release for amd64
+# (bookworm, trixie) or another architecture (bookworm-arm64, ...):
+# ts_apt STATE get|cache ARGS...
 ts_apt() {
-	local d=$TS_APT/$1 tool=apt-$2 opts
+	local d=$TS_APT/$1 tool=apt-$2 opts arch=amd64
+	case "$1" in *-arm64) arch=arm64 ;; esac
 	shift 2
 	opts=(-o Dir::Etc::SourceList="$d/sources.list"
 		-o Dir::Etc::SourceParts="$d/sources.list.d"
@@ -60,7 +62,8 @@ ts_apt() {
 		-o Dir::State="$d/state"
 		-o Dir::State::status="$d/state/status"
 		-o Dir::Cache="$d/cache"
-		-o APT::Default-Release= -o Debug::NoLocking=1)
+		-o APT::Default-Release= -o Debug::NoLocking=1
+		-o APT::Architecture="$arch" -o APT::Architectures::="$arch")
 	# root's apt would download as _apt, which cannot write here
 	[ "$(id -u)" -eq 0 ] && opts+=(-o APT::Sandbox::User=root)
 	"$tool" "${opts[@]}" "$@"
@@ -72,8 +75,8 @@ ts_apt() {
 # another source list. Backports have apt's priority 100: a name without a
 # suite means the release's own newest.
 ts_apt_setup() {
-	local r=$1 d=$TS_APT/$1 uri sec list s
-	case " ${TS_APT_READY:-} " in *" $r "*) return 0 ;; esac
+	local r=${1%-arm64} d=$TS_APT/$1 uri sec list s
+	case " ${TS_APT_READY:-} " in *" $1 "*) return 0 ;; esac
 	uri=$(ts_debian_uri)
 	[ -n "$uri" ] || ts_die "apt knows no Debian source (bookworm/main, trixie/main, ...): name one in TWOSTEP_DEBIAN_MIRROR"
 	sec=$(ts_debian_security_uri)
@@ -91,7 +94,7 @@ ts_apt_setup() {
 		[ -z "$(find "$d/state/updated" -mmin -"$TS_APT_MAX_AGE" \
 			2>/dev/null)" ]; then
 		printf '%s\n' "$list" >"$d/sources.list"
-		if ts_apt "$r" get update -qq >&2; then
+		if ts_apt "$1" get update -qq >&2; then
 			touch "$d/state/updated"
 		elif [ -f "$d/state/updated" ]; then
 			ts_log "apt update failed: using the package lists of $(date -r "$d/state/updated")"
@@ -99,17 +102,21 @@ ts_apt_setup() {
 			ts_die "apt update of the private package lists ($d) failed"
 		fi
 	fi
-	TS_APT_READY="${TS_APT_READY:-} $r"
+	TS_APT_READY="${TS_APT_READY:-} $1"
 }
 
-# The release of the kernel of a suite: the one its linux-headers-amd64
-# points at. bookworm: Debian 12's newest (6.1), bookworm-backports (6.12),
-# trixie (6.12), trixie-backports (7.3).
+# The release of the kernel of a suite for an architecture (default
+# amd64): the one its linux-headers-<arch> points at. bookworm: Debian
+# 12's newest (6.1), bookworm-backports (6.12), trixie (6.12),
+# trixie-backports (7.3).
 ts_suite_kernel_release() {
-	local r=${1%-backports} pkg=linux-headers-amd64
+	local arch=${2:-amd64} r=${1%-backports} state pkg
+	pkg=linux-headers-$arch
+	state=$r
+	[ "$arch" = amd64 ] || state=$r-$arch
 	[ "$r" != "$1" ] && pkg=$pkg/$1
-	ts_apt_setup "$r"
-	ts_apt "$r" cache show --no-all-versions "$pkg" 2>/dev/null |
+	ts_apt_setup "$state"
+	ts_apt "$state" cache show --no-all-versions "$pkg" 2>/dev/null |
 		sed -n 's/^Depends: //p' | head -n 1 |
 		grep -o 'linux-headers-[^ ,]*' | head -n 1 |
 		sed 's/^linux-headers-//'
@@ -139,12 +146,16 @@ ts_kernel_vmlinuz_in() {
 	return 1
 }
 
-# Fetch and unpack the kernel of SUITE (image, modules, headers and the
-# headers' kbuild) unless the cache has it; prints its release.
+# Fetch and unpack the kernel of SUITE for ARCH (default amd64: image,
+# modules, headers, and the headers' kbuild, whose programs run on this
+# amd64 host whatever ARCH) unless the cache has it; prints its release.
 ts_kernel_fetch() {
-	local suite=$1 r=${1%-backports} krel dir tmp deps pkgs=() deb log
-	krel=$(ts_suite_kernel_release "$suite")
-	[ -n "$krel" ] || ts_die "no linux-headers-amd64 in $suite (private apt state $TS_APT)"
+	local suite=$1 arch=${2:-amd64} r=${1%-backports} state krel dir tmp
+	local deps pkgs=() host=() deb log
+	state=$r
+	[ "$arch" = amd64 ] || state=$r-$arch
+	krel=$(ts_suite_kernel_release "$suite" "$arch")
+	[ -n "$krel" ] || ts_die "no linux-headers-$arch in $suite (private apt state $TS_APT)"
 	dir=$TS_KERNELS/$krel
 	if [ ! -f "$dir/complete" ]; then
 		mkdir -p "$TS_KERNELS"
@@ -152,22 +163,31 @@ ts_kernel_fetch() {
 		log=$tmp.log
 		ts_log "kernel $krel ($suite): fetching its packages into $dir"
 		# the headers' own dependencies: the common headers and kbuild
-		deps=$(ts_apt "$r" cache show "linux-headers-$krel" 2>/dev/null |
+		deps=$(ts_apt "$state" cache show "linux-headers-$krel" 2>/dev/null |
 			sed -n 's/^Depends: //p' | head -n 1 | tr ',' '\n' |
 			sed -n 's/^ *\(linux-\(headers-[^ ]*-common[^ ]*\|kbuild-[^ ]*\)\).*/\1/p')
 		# (names with the release in them: one version each)
 		pkgs=("linux-image-$krel" "linux-headers-$krel")
-		for deb in $deps; do pkgs+=("$deb"); done
+		for deb in $deps; do
+			case "$deb" in
+			linux-kbuild-*) host+=("$deb") ;;
+			*) pkgs+=("$deb") ;;
+			esac
+		done
 		# a kernel split like 7.x's: vmlinuz and modules in two more
 		for deb in linux-binary linux-modules; do
-			ts_apt "$r" cache show "$deb-$krel" >/dev/null 2>&1 &&
+			ts_apt "$state" cache show "$deb-$krel" >/dev/null 2>&1 &&
 				pkgs+=("$deb-$krel")
 		done
-		if ! (cd "$tmp" && ts_apt "$r" get download -qq "${pkgs[@]}") \
+		[ "$arch" = amd64 ] || ts_apt_setup "$r"
+		if ! (cd "$tmp" &&
+			ts_apt "$state" get download -qq "${pkgs[@]}" &&
+			{ [ ${#host[@]} -eq 0 ] ||
+			ts_apt "$r" get download -qq "${host[@]}"; }) \
 			>"$log" 2>&1; then
 			cat "$log" >&2
 			rm -rf "$tmp" "$log"
-			ts_die "downloading ${pkgs[*]} failed"
+			ts_die "downloading ${pkgs[*]} ${host[*]} failed"
 		fi
 		for deb in "$tmp"/*.deb; do
 			dpkg-deb -x "$deb" "$tmp/root" 2>>"$log" ||
@@ -188,4 +208,36 @@ ts_kernel_fetch() {
 		mv "$log" "$dir.log"
 	fi
 	echo "$krel"
+}
+
+# The guests' userland for another architecture (arm64): busybox and kmod
+# with the libraries kmod loads, from Debian 12's packages for ARCH,
+# unpacked into $TS_CACHE/userland-<arch>-<key>/root (the key: their
+# versions); prints that root.
+TS_USERLAND_PACKAGES="busybox-static kmod libkmod2 libc6 liblzma5 libssl3 libzstd1"
+ts_userland_fetch() {
+	local arch=$1 state=bookworm-$1 key dir tmp p
+	ts_apt_setup "$state"
+	# shellcheck disable=SC2086 # a list of packages
+	key=$(ts_apt "$state" cache show --no-all-versions $TS_USERLAND_PACKAGES \
+		2>/dev/null | grep -E '^(Package|Version):' | sha256sum |
+		cut -c1-12)
+	dir=$TS_CACHE/userland-$arch-$key
+	if [ ! -f "$dir/complete" ]; then
+		mkdir -p "$TS_CACHE"
+		tmp=$(mktemp -d "$TS_CACHE/userland.XXXXXX")
+		# shellcheck disable=SC2086 # a list of packages
+		(cd "$tmp" && ts_apt "$state" get download -qq \
+			$TS_USERLAND_PACKAGES) >&2 ||
+			{ rm -rf "$tmp"; ts_die "downloading the $arch userland failed"; }
+		for p in "$tmp"/*.deb; do
+			dpkg-deb -x "$p" "$tmp/root" ||
+				{ rm -rf "$tmp"; ts_die "unpacking $p failed"; }
+		done
+		rm -f "$tmp"/*.deb
+		touch "$tmp/complete"
+		rm -rf "$TS_CACHE"/userland-"$arch"-*
+		mv "$tmp" "$dir"
+	fi
+	echo "$dir/root"
 }

@@ -8,6 +8,8 @@ TS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TS_RESULTS=${TS_RESULTS:-$TS_ROOT/results}
 TS_CACHE=${TS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/twostep}
 TS_BOOT_TIMEOUT=${TS_BOOT_TIMEOUT:-600}
+# the architecture built for and booted (ts_config sets it per cell)
+TS_ARCH=${TS_ARCH:-amd64}
 # Remove folders DIR... that are or were chroots: a proc left mounted in
 # one (a run killed while a command ran there) is unmounted first, and rm
 # never crosses into another file system.
@@ -123,6 +125,8 @@ ts_host_footprint() {
 ts_kernel_for() {
 	case "$1" in
 	""|6.1) echo "$TS_KREL_DEFAULT" ;;
+	6.1/arm64) ts_kernel_fetch bookworm arm64 || exit 1 ;;
+	6.12/arm64) ts_kernel_fetch bookworm-backports arm64 || exit 1 ;;
 	6.12)
 		[ -n "${TS_KREL_BACKPORTS:-}" ] ||
 			TS_KREL_BACKPORTS=$(ts_kernel_fetch bookworm-backports) ||
@@ -131,7 +135,27 @@ ts_kernel_for() {
 	7.3)
 		ts_native_setup
 		echo "$TS_KREL_NATIVE" ;;
-	*) ts_die "unknown kernel '$1' (have: 6.1 6.12 7.3)" ;;
+	*) ts_die "unknown kernel '$1' (have: 6.1 6.12 7.3 6.1/arm64 6.12/arm64)" ;;
+	esac
+}
+
+# The architecture of a kernel name (6.12: amd64, 6.12/arm64: arm64) and
+# the make arguments of a module build for it.
+ts_kernel_arch() {
+	case "$1" in */*) echo "${1#*/}" ;; *) echo amd64 ;; esac
+}
+ts_arch_make_args() {
+	case "$1" in
+	arm64) echo "ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu-" ;;
+	esac
+}
+
+# Host packages a run with guests of ARCH needs beyond TS_HOST_PACKAGES:
+# the cross compiler Debian 12's arm64 headers name, a C library to link
+# the ODP program statically, and QEMU for arm64.
+ts_arch_packages() {
+	case "$1" in
+	arm64) echo "gcc-12-aarch64-linux-gnu libc6-dev-arm64-cross qemu-system-arm" ;;
 	esac
 }
 
@@ -173,11 +197,15 @@ ts_build_modules() {
 	else
 		dir=$TS_ROOT
 		kdir=$(ts_kernel_kdir "$TS_KREL")
-		make -C "$TS_ROOT" clean KDIR="$kdir" >/dev/null 2>&1
-		make -C "$TS_ROOT/example" clean KDIR="$kdir" >/dev/null 2>&1
-		if ! make -C "$TS_ROOT" -j"$(nproc)" KDIR="$kdir" \
+		# shellcheck disable=SC2086 # make arguments
+		set -- $(ts_arch_make_args "$TS_ARCH")
+		make -C "$TS_ROOT" clean KDIR="$kdir" "$@" >/dev/null 2>&1
+		make -C "$TS_ROOT/example" clean KDIR="$kdir" "$@" \
+			>/dev/null 2>&1
+		if ! make -C "$TS_ROOT" -j"$(nproc)" KDIR="$kdir" "$@" \
 			KCFLAGS=-Werror >"$log" 2>&1 ||
-			! make -C "$TS_ROOT/example" KDIR="$kdir" KCFLAGS=-Werror \
+			! make -C "$TS_ROOT/example" KDIR="$kdir" "$@" \
+			KCFLAGS=-Werror \
 			KBUILD_EXTRA_SYMBOLS="$TS_ROOT/Module.symvers" \
 			>"$log.example" 2>&1; then
 			cat "$log" "$log.example" >&2
@@ -209,13 +237,25 @@ ts_build_initramfs() {
 	fi
 	rm -rf "$dir"
 	mkdir -p "$dir"/{bin,sbin,proc,sys,dev,lib/twostep/preload,lib64}
-	cp /bin/busybox "$dir/bin/busybox"
-	cp /usr/bin/kmod "$dir/sbin/kmod"
+	if [ "$TS_ARCH" = amd64 ]; then
+		cp /bin/busybox "$dir/bin/busybox"
+		cp /usr/bin/kmod "$dir/sbin/kmod"
+		for lib in $(ldd /usr/bin/kmod | grep -o '/[^ ]*'); do
+			mkdir -p "$dir$(dirname "$lib")"
+			cp -L "$lib" "$dir$lib"
+		done
+	else
+		# Debian 12's for that architecture (kernels.sh), the
+		# libraries whole but for glibc's character set modules
+		lib=$(ts_userland_fetch "$TS_ARCH") || exit 1
+		cp "$lib/bin/busybox" "$dir/bin/busybox"
+		cp "$lib/bin/kmod" "$dir/sbin/kmod"
+		cp -a "$lib/lib/." "$dir/lib/"
+		mkdir -p "$dir/usr"
+		cp -a "$lib/usr/lib" "$dir/usr/"
+		rm -rf "$dir"/usr/lib/*/gconv
+	fi
 	ln -s kmod "$dir/sbin/insmod"
-	for lib in $(ldd /usr/bin/kmod | grep -o '/[^ ]*'); do
-		mkdir -p "$dir$(dirname "$lib")"
-		cp -L "$lib" "$dir$lib"
-	done
 	cp "$TS_RESULTS/$TS_KREL/twostep.ko" \
 		"$TS_RESULTS/$TS_KREL/twostep_selftest.ko" \
 		"$TS_RESULTS/$TS_KREL/twostep_example.ko" "$dir/lib/twostep/"
@@ -230,17 +270,20 @@ ts_build_initramfs() {
 		done
 	fi
 	ts_build_odp_test
-	cp "$TS_RESULTS/odp-test" "$dir/bin/odp-test"
+	cp "$TS_RESULTS/odp-test-$TS_ARCH" "$dir/bin/odp-test"
 	cp "$TS_ROOT/qemu/guest-init" "$dir/init"
 	chmod +x "$dir/init"
 	(cd "$dir" && find . | cpio -o -H newc 2>/dev/null | gzip -1) \
 		>"$TS_RESULTS/$TS_KREL/initramfs.cpio.gz"
 }
 
-# The ODP test's guest program, a static binary: $TS_RESULTS/odp-test.
+# The ODP test's guest program, a static binary for $TS_ARCH:
+# $TS_RESULTS/odp-test-<arch>.
 ts_build_odp_test() {
-	local log=$TS_RESULTS/build-odp-test.log
-	if ! gcc -O2 -static -Wall -Wextra -Werror -o "$TS_RESULTS/odp-test" \
+	local log=$TS_RESULTS/build-odp-test-$TS_ARCH.log cc=gcc
+	[ "$TS_ARCH" = arm64 ] && cc=aarch64-linux-gnu-gcc-12
+	if ! "$cc" -O2 -static -Wall -Wextra -Werror \
+		-o "$TS_RESULTS/odp-test-$TS_ARCH" \
 		"$TS_ROOT/qemu/odp-test.c" >"$log" 2>&1; then
 		cat "$log" >&2
 		ts_die "building qemu/odp-test.c failed"
@@ -269,6 +312,8 @@ ts_config() {
 		odp=1 platform=${platform#odp-} ;;
 	esac
 	set -- "$platform"
+	TS_ARCH=amd64 TS_QEMU_BIN=qemu-system-x86_64 TS_CONSOLE=ttyS0
+	TS_KSUFFIX=""
 	TS_CFG_ICOUNT=$TS_ICOUNT TS_CASES_DEFAULT=all
 	TS_QEMU_ARGS=(-machine q35,kernel-irqchip=split)
 	TS_APPEND=""
@@ -334,6 +379,18 @@ ts_config() {
 	none)
 		TS_QEMU_ARGS=(-machine q35)
 		TS_EXPECT_API=0 TS_EDU_BITS=40 TS_SUMMARIES="" ;;
+	arm64-smmu|arm64-smmu-lazy)
+		# arm64: QEMU's virt machine with an Arm SMMUv3 (strict, or
+		# lazy), Debian's arm64 kernels; no EFI ROM for a NIC
+		[ "$TS_KERNEL_NAME" = 7.3 ] && return 1
+		TS_ARCH=arm64 TS_QEMU_BIN=qemu-system-aarch64
+		TS_CONSOLE=ttyAMA0 TS_KSUFFIX=/arm64
+		TS_QEMU_ARGS=(-machine virt,iommu=smmuv3 -cpu cortex-a57
+			-nic none)
+		TS_APPEND="iommu.strict=1"
+		[ "$1" = arm64-smmu-lazy ] && TS_APPEND="iommu.strict=0"
+		# stage 1 of io-pgtable-arm has no write-only permission
+		TS_EXPECT_API=1 wo=0 ;;
 	bench-strict|bench-lazy|bench-cm|bench-pt)
 		# benchmark mode, QEMU tracing the IOTLB invalidations and
 		# the guest's phase markers; two vCPUs, for the two-thread
@@ -517,7 +574,10 @@ ts_cfg_accel() {
 	ts_config "$1" || ts_die "unknown configuration $1"
 	ts_accel_init
 	TS_CFG_ACCEL=$TS_ACCEL
-	if [ -n "$TS_CFG_ICOUNT" ]; then
+	if [ "$TS_ARCH" != amd64 ] && [ "$(uname -m)" = x86_64 ]; then
+		TS_CFG_ACCEL=tcg
+		echo "tcg ($TS_ARCH guest on an x86_64 host)"
+	elif [ -n "$TS_CFG_ICOUNT" ]; then
 		TS_CFG_ACCEL=tcg
 		case "$TS_CFG_ICOUNT" in
 		shift=0,*)
@@ -600,7 +660,7 @@ ts_boot_once() {
 	local cfg=$1 log=$TS_RESULTS/$1.log accel krel vmlinuz
 	local icount=()
 	ts_config "$cfg" || ts_die "unknown configuration $cfg"
-	krel=$(ts_kernel_for "$TS_KERNEL_NAME")
+	krel=$(ts_kernel_for "$TS_KERNEL_NAME$TS_KSUFFIX")
 	if [ "$TS_KERNEL_NAME" = 7.3 ]; then
 		vmlinuz=$(ts_native_vmlinuz)
 	else
@@ -613,13 +673,13 @@ ts_boot_once() {
 	# in a subshell whose children's CPU time is QEMU's, kept in
 	# $TS_RESULTS/$cfg.cpu (see ts_cpu)
 	( rc=0
-	timeout --foreground -k 10 "$TS_BOOT_TIMEOUT" qemu-system-x86_64 \
+	timeout --foreground -k 10 "$TS_BOOT_TIMEOUT" "$TS_QEMU_BIN" \
 		-accel "$accel" -m "$TS_MEM" -smp "$TS_SMP" "${icount[@]}" \
 		-display none -monitor none -serial stdio -no-reboot \
 		"${TS_QEMU_ARGS[@]}" \
 		-kernel "$vmlinuz" \
 		-initrd "$TS_RESULTS/$krel/initramfs.cpio.gz" \
-		-append "console=ttyS0 panic=-1 oops=panic $TS_APPEND ts_expect=$TS_EXPECT_API ts_cases=${TWOSTEP_CASES:-$TS_CASES_DEFAULT}" \
+		-append "console=$TS_CONSOLE panic=-1 oops=panic $TS_APPEND ts_expect=$TS_EXPECT_API ts_cases=${TWOSTEP_CASES:-$TS_CASES_DEFAULT}" \
 		</dev/null >"$log" 2>"$TS_RESULTS/$cfg.qemu.log" &
 	ts_boot_wait "$log" $! 'twostep-harness: begin' \
 		"$TS_RESULTS/$cfg.hung" || rc=$?

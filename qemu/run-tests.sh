@@ -85,7 +85,7 @@ for c in $configs; do
 		ts_config "$c" ||
 			ts_die "unknown configuration '$c' (have: $TS_TIERS)"
 		quick+=("$c")
-		need_kernel "$TS_KERNEL_NAME"
+		need_kernel "$TS_KERNEL_NAME$TS_KSUFFIX"
 	fi
 done
 [ "$static" = 1 ] && [ -z "$kernels" ] && kernels=6.1
@@ -112,6 +112,7 @@ if [ ${#flows[@]} -gt 0 ] || [ "$debcheck" = 1 ]; then
 	pkgs="$pkgs $TS_MAIN_PACKAGES"
 fi
 case " $kernels " in *" 7.3 "*) pkgs="$pkgs mmdebstrap" ;; esac
+case " $kernels " in *"/arm64 "*) pkgs="$pkgs $(ts_arch_packages arm64)" ;; esac
 [ "$host13" = 1 ] && pkgs="$pkgs mmdebstrap"
 # shellcheck disable=SC2086 # a list of packages
 ts_need_packages $pkgs
@@ -316,7 +317,10 @@ fi
 
 for k in $kernels; do
 	TS_KREL=$(ts_kernel_for "$k")
-	if [ "$static" = 1 ] && [ "$k" != 7.3 ]; then
+	TS_ARCH=$(ts_kernel_arch "$k")
+	if [ "$static" = 1 ] && [ "$TS_ARCH" != amd64 ]; then
+		:
+	elif [ "$static" = 1 ] && [ "$k" != 7.3 ]; then
 		echo "== static analysis on $TS_KREL (W=1, sparse, checkpatch --strict, kernel-doc; log: $TS_RESULTS/static.log)"
 		tally "static@$k" "$(ts_static_checks)"
 	elif [ "$static" = 1 ]; then

@@ -1237,6 +1237,9 @@ int ts_run_all(struct ts *t, const char *filter)
 				ts_run_one(t, c, ++num, &failed, &skipped);
 		}
 	}
+	if (!IS_ENABLED(CONFIG_PREEMPTION))
+		ktap_line("# no CONFIG_PREEMPTION: %u try_alloc calls waited for growth",
+			  ts_growth_waits);
 	ktap_line("# totals: pass:%u fail:%u skip:%u", n - failed - skipped,
 		  failed, skipped);
 	dma_free_coherent(t->dev, EDU_BUF_SIZE, ts_probe, ts_probe_dma);

@@ -7,6 +7,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/completion.h>
+#include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/iommu.h>
 #include <linux/kthread.h>
@@ -121,11 +122,45 @@ struct device *ts_dev_without_iommu(struct ts *t)
 	return d;
 }
 
-/* try_alloc, and remember the range for the leak check. */
+/* try_alloc calls refused for growth and served after the worker's */
+unsigned int ts_growth_waits;
+
+/*
+ * try_alloc for @dev, called where we may sleep. On a kernel without
+ * CONFIG_PREEMPTION twostep cannot tell that: a call that must reserve is
+ * refused and the growth left to a worker, after which a call succeeds
+ * (include/twostep.h). Such a refusal, told by the device's deferred
+ * count, is waited out, up to 2 s; any other refusal is returned at once.
+ */
+bool ts_try_alloc_grow(struct device *dev, struct twostep_iova_state *st,
+		       phys_addr_t phys, size_t size)
+{
+	struct twostep_stats s = { };
+	unsigned long deferred;
+	unsigned int i;
+	bool ok;
+
+	if (!IS_ENABLED(CONFIG_PREEMPTION))
+		twostep_get_stats(dev, &s);
+	deferred = s.deferred;
+	ok = twostep_iova_try_alloc(dev, st, phys, size);
+	if (!ok && !IS_ENABLED(CONFIG_PREEMPTION) &&
+	    !twostep_get_stats(dev, &s) && s.deferred != deferred) {
+		for (i = 0; i < 400 && !ok; i++) {
+			usleep_range(5000, 6000);
+			ok = twostep_iova_try_alloc(dev, st, phys, size);
+		}
+		if (ok)
+			ts_growth_waits++;
+	}
+	return ok;
+}
+
+/* try_alloc (ts_try_alloc_grow()), and remember the range for no_leak. */
 bool ts_try_alloc(struct ts *t, struct twostep_iova_state *st,
 		  phys_addr_t phys, size_t size)
 {
-	if (!twostep_iova_try_alloc(t->dev, st, phys, size))
+	if (!ts_try_alloc_grow(t->dev, st, phys, size))
 		return false;
 	ts_note(st->addr, size);
 	return true;

@@ -42,6 +42,9 @@ u8 ts_pat(u32 seed, size_t idx);
 u8 ts_secret(u32 seed, size_t idx);
 u64 ts_median(u64 *v, unsigned int n);
 void ts_note(dma_addr_t addr, size_t size);
+extern unsigned int ts_growth_waits;
+bool ts_try_alloc_grow(struct device *dev, struct twostep_iova_state *st,
+		       phys_addr_t phys, size_t size);
 bool ts_try_alloc(struct ts *t, struct twostep_iova_state *st,
 		  phys_addr_t phys, size_t size);
 bool ts_api_probe(struct ts *t);

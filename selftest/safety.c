@@ -867,7 +867,7 @@ static int dr_thread(void *data)
 	if (r->first_growth) {
 		/* a device twostep holds nothing for, from two CPUs at once */
 		for (i = 2; i < 4; i++)
-			if (!twostep_iova_try_alloc(t->dev, &r->st[i], 0, SZ_1M))
+			if (!ts_try_alloc_grow(t->dev, &r->st[i], 0, SZ_1M))
 				r->odd++;
 		goto out;
 	}
@@ -916,6 +916,11 @@ static bool dr_round(struct ts *t, struct dr *r, enum dr_racer racer,
 	r->odd = 0;
 	was = twostep_debug_set(checker);
 	if (racer == DR_BITMAP) {
+		struct twostep_iova_state grow;
+
+		/* room first, where growth waits for a worker (no preemption) */
+		if (ts_try_alloc_grow(t->dev, &grow, 0, 2 * PAGE_SIZE))
+			twostep_iova_free(t->dev, &grow);
 		if (!TS_EXPECT(t, !twostep_hmm_dma_map_alloc(t->dev, &r->map,
 							     2, PAGE_SIZE) &&
 			       twostep_use_iova(&r->map.state), "map_alloc")) {
@@ -1015,7 +1020,7 @@ static int case_detach_races(struct ts *t)
 		goto out_page;
 	complete(&r.go);
 	for (i = 0; i < 2; i++)
-		if (!twostep_iova_try_alloc(t->dev, &r.st[i], 0, SZ_1M))
+		if (!ts_try_alloc_grow(t->dev, &r.st[i], 0, SZ_1M))
 			r.odd++;
 	wait_for_completion(&r.done);
 	kthread_stop(task);
@@ -1197,7 +1202,7 @@ static void gb_round(struct ts *t, struct device *classic, const char *who)
 	twostep_detach(t->dev);
 	before = gb_classic(classic, blk, addr);
 	for (n = 0; n < GB_MAX_RANGES; n++) {
-		if (!twostep_iova_try_alloc(t->dev, &st[n], 0, SZ_16M))
+		if (!ts_try_alloc_grow(t->dev, &st[n], 0, SZ_16M))
 			break;
 		ts_stats(t, &s);
 		peak = max(peak, s.reserved);
@@ -1230,7 +1235,7 @@ static void gb_round(struct ts *t, struct device *classic, const char *who)
 	 * still live: the space is back at once, by its effect.
 	 */
 	for (i = 0; i < n; i++)
-		if (!twostep_iova_try_alloc(t->dev, &st[i], 0, SZ_16M))
+		if (!ts_try_alloc_grow(t->dev, &st[i], 0, SZ_16M))
 			break;
 	twostep_detach(t->dev);
 	/* no idle delay: only a lazy domain's flush queue (10 ms) */
@@ -1288,10 +1293,10 @@ static int case_cache_room(struct ts *t)
 		goto out_free;
 	twostep_detach(t->dev);
 	for (n = 0; n < CR_MAX; n++)
-		if (!twostep_iova_try_alloc(t->dev, &st[n], 0, SZ_2M))
+		if (!ts_try_alloc_grow(t->dev, &st[n], 0, SZ_2M))
 			break;
 	for (m = CR_MAX; m < CR_ALL; m++)
-		if (!twostep_iova_try_alloc(t->dev, &st[m], 0, SZ_1M))
+		if (!ts_try_alloc_grow(t->dev, &st[m], 0, SZ_1M))
 			break;
 	if (!TS_EXPECT(t, n > 2 && n < CR_MAX && m < CR_ALL,
 		       "%u ranges of 2 MiB, %u of 1 MiB fill the space", n,

@@ -143,7 +143,8 @@ int twostep_ctx_grow(struct twostep_ctx *ctx, u64 need, unsigned int seen,
 	ret = iova_domain_init_rcaches(&c->iovad);
 	if (ret) {
 		put_iova_domain(&c->iovad);
-		twostep_unreserve(ctx->dev, ctx->domain, start, size);
+		twostep_unreserve(ctx->dev, ctx->domain, ctx->dma_ops, start,
+				  size);
 		kfree(c);
 		goto out_unlock;
 	}
@@ -208,7 +209,8 @@ void twostep_chunk_put(struct twostep_ctx *ctx, struct twostep_chunk *c)
 {
 	put_iova_domain(&c->iovad);
 	if (!ctx->domain_gone)
-		twostep_unreserve(ctx->dev, ctx->domain, c->start, c->size);
+		twostep_unreserve(ctx->dev, ctx->domain, ctx->dma_ops,
+				  c->start, c->size);
 	atomic64_sub(c->size, &twostep_reserved_all);
 	atomic_dec(&twostep_live_chunks);
 	kfree(c);

@@ -502,6 +502,7 @@ static struct twostep_ctx *twostep_ctx_get(struct device *dev, gfp_t gfp,
 	ctx->bound = !!READ_ONCE(dev->driver);
 	ctx->dev = get_device(dev);
 	ctx->domain = domain;
+	ctx->dma_ops = get_dma_ops(dev);
 	ctx->shift = __ffs(domain->pgsize_bitmap);
 	larger = domain->pgsize_bitmap & ~GENMASK(ctx->shift, 0);
 	ctx->pgsize_large = larger ? BIT(__ffs(larger)) : U64_MAX;

@@ -146,6 +146,8 @@ struct twostep_ctx {
 	struct hlist_node hnode;
 	struct device *dev;
 	struct iommu_domain *domain;
+	/* the device's DMA ops at set-up, to give back with (reserve.c) */
+	const struct dma_map_ops *dma_ops;
 	unsigned int shift;
 	u64 pgsize_large;
 	bool probed;
@@ -393,6 +395,18 @@ static inline bool twostep_alloc_overlapped(struct twostep_alloc *a,
 	return (seq & TWOSTEP_INFLIGHT_MASK) > 1 ||
 	       (now & TWOSTEP_INFLIGHT_MASK) > 1 ||
 	       (now >> TWOSTEP_INFLIGHT_BITS) != (seq >> TWOSTEP_INFLIGHT_BITS);
+}
+
+/*
+ * Is another call under way on @a now? Read after the link map: a link
+ * that claimed granules seen there entered (a fully ordered increment)
+ * before its claim, so it is counted until it has mapped them.
+ */
+static inline bool twostep_alloc_busy(struct twostep_alloc *a)
+{
+	/* the link map read before the count: pairs with the enter */
+	smp_rmb();
+	return (atomic_long_read(&a->inflight) & TWOSTEP_INFLIGHT_MASK) > 1;
 }
 
 int twostep_ctx_init(void);

@@ -426,6 +426,33 @@ static unsigned long twostep_linked_in(struct twostep_alloc *a,
  * page table held less than the link map says: only a link racing this
  * unlink over the same granules (the caller's bug) does that.
  */
+/*
+ * Unmap what translates of [iova, iova + bytes), run by run: where a link
+ * racing this unlink (a caller's bug) claimed granules it has not mapped
+ * yet. Unmapping a hole is harmless to most drivers, but io-pgtable-arm
+ * WARNs at every one. Returns false when something mapped stayed.
+ */
+static noinline bool twostep_unmap_mapped(struct twostep_ctx *ctx,
+					  dma_addr_t iova, size_t bytes,
+					  struct iommu_iotlb_gather *gather)
+{
+	size_t gran = 1UL << ctx->shift, off, run;
+	bool whole = true;
+
+	for (off = 0; off < bytes; off += run) {
+		bool mapped = iommu_iova_to_phys(ctx->domain, iova + off);
+
+		for (run = gran; off + run < bytes; run += gran)
+			if (!!iommu_iova_to_phys(ctx->domain,
+						 iova + off + run) != mapped)
+				break;
+		if (mapped && iommu_unmap_fast(ctx->domain, iova + off, run,
+					       gather) != run)
+			whole = false;
+	}
+	return whole;
+}
+
 static bool twostep_unmap_span(struct twostep_ctx *ctx,
 			       struct twostep_alloc *a, unsigned long s,
 			       unsigned long e, struct iommu_iotlb_gather *gather)
@@ -450,6 +477,13 @@ static bool twostep_unmap_span(struct twostep_ctx *ctx,
 	for (g = twostep_links_next_run(a->links, lo, &len); g < hi;
 	     g = twostep_links_next_run(a->links, g + len, &len)) {
 		bytes = (size_t)(min(g + len, hi) - g) << ctx->shift;
+		if (unlikely(twostep_alloc_busy(a))) {
+			/* the caller sees the overlap: twostep_raced() */
+			if (!twostep_unmap_mapped(ctx, twostep_g2iova(ctx, a, g),
+						  bytes, gather))
+				short_unmap = true;
+			continue;
+		}
 		unmapped = iommu_unmap_fast(ctx->domain,
 					    twostep_g2iova(ctx, a, g), bytes,
 					    gather);

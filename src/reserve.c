@@ -23,6 +23,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/dma-map-ops.h>
 #include <linux/dma-mapping.h>
 #include <linux/gfp.h>
 #include <linux/iommu.h>
@@ -84,9 +85,23 @@ static u64 twostep_zero_map(struct iommu_domain *domain, dma_addr_t start,
 	return done;
 }
 
-/* Hand a range back to the DMA API; its PTEs must all be present. */
-static void twostep_give_back(struct device *dev, dma_addr_t start, u64 size)
+/*
+ * Hand a range back to the DMA API; its PTEs must all be present. @ops:
+ * the device's DMA ops when the range was reserved, or NULL. arm64 (6.1)
+ * clears a device's DMA ops in the driver core's unbind clean-up, before
+ * the unbound and not-bound notifications that give a context back:
+ * dma_unmap_page_attrs() would then take the direct path and unmap
+ * nothing, so the ops the range was reserved through unmap it.
+ */
+static void twostep_give_back(struct device *dev,
+			      const struct dma_map_ops *ops,
+			      dma_addr_t start, u64 size)
 {
+	if (ops && !twostep_compat_dma_iommu(dev) && ops->unmap_page) {
+		ops->unmap_page(dev, start, size, DMA_TO_DEVICE,
+				DMA_ATTR_SKIP_CPU_SYNC);
+		return;
+	}
 	dma_unmap_page_attrs(dev, start, size, DMA_TO_DEVICE,
 			     DMA_ATTR_SKIP_CPU_SYNC);
 }
@@ -158,7 +173,7 @@ int twostep_reserve(struct device *dev, struct iommu_domain *domain,
 		WARN_ONCE(1, "twostep: reserve: unmapped %llu of %llu bytes\n",
 			  unmapped, size);
 		if (twostep_zero_map(domain, first, size) == size)
-			twostep_give_back(dev, first, size);
+			twostep_give_back(dev, NULL, first, size);
 		ret = -EIO;
 		goto out_free_table;
 	}
@@ -210,6 +225,7 @@ bool twostep_reserve_probe_units(struct iommu_domain *domain,
  * twostep_unreserve - return a range reserved by twostep_reserve()
  * @dev: device it was reserved for
  * @domain: the device's DMA-API domain
+ * @ops: the device's DMA ops when it was reserved (twostep_compat_dma_ops())
  * @start: first address
  * @size: size in bytes
  *
@@ -220,7 +236,8 @@ bool twostep_reserve_probe_units(struct iommu_domain *domain,
  * Context: process context, may sleep.
  */
 void twostep_unreserve(struct device *dev, struct iommu_domain *domain,
-		       dma_addr_t start, u64 size)
+		       const struct dma_map_ops *ops, dma_addr_t start,
+		       u64 size)
 {
 	u64 mapped;
 
@@ -233,5 +250,5 @@ void twostep_unreserve(struct device *dev, struct iommu_domain *domain,
 			 &start, size);
 		return;
 	}
-	twostep_give_back(dev, start, size);
+	twostep_give_back(dev, ops, start, size);
 }

@@ -6,6 +6,7 @@
 #ifndef _TWOSTEP_RESERVE_H
 #define _TWOSTEP_RESERVE_H
 
+#include <linux/dma-map-ops.h>
 #include <linux/types.h>
 
 struct device;
@@ -19,6 +20,7 @@ int twostep_reserve(struct device *dev, struct iommu_domain *domain,
 bool twostep_reserve_probe_units(struct iommu_domain *domain,
 				 dma_addr_t start, unsigned int shift);
 void twostep_unreserve(struct device *dev, struct iommu_domain *domain,
-		       dma_addr_t start, u64 size);
+		       const struct dma_map_ops *ops, dma_addr_t start,
+		       u64 size);
 
 #endif /* _TWOSTEP_RESERVE_H */
