@@ -379,18 +379,34 @@ ts_config() {
 	none)
 		TS_QEMU_ARGS=(-machine q35)
 		TS_EXPECT_API=0 TS_EDU_BITS=40 TS_SUMMARIES="" ;;
-	arm64-smmu|arm64-smmu-lazy)
-		# arm64: QEMU's virt machine with an Arm SMMUv3 (strict, or
-		# lazy), Debian's arm64 kernels; no EFI ROM for a NIC
+	arm64-*)
+		# arm64: QEMU's virt machine, Debian's arm64 kernels; no
+		# EFI ROM for a NIC. smmu: an Arm SMMUv3, strict or lazy;
+		# pt: the SMMUv3 in passthrough; virtio: virtio-iommu (not
+		# built in 6.1's arm64 kernel); none: no IOMMU
 		[ "$TS_KERNEL_NAME" = 7.3 ] && return 1
 		TS_ARCH=arm64 TS_QEMU_BIN=qemu-system-aarch64
 		TS_CONSOLE=ttyAMA0 TS_KSUFFIX=/arm64
 		TS_QEMU_ARGS=(-machine virt,iommu=smmuv3 -cpu cortex-a57
 			-nic none)
-		TS_APPEND="iommu.strict=1"
-		[ "$1" = arm64-smmu-lazy ] && TS_APPEND="iommu.strict=0"
 		# stage 1 of io-pgtable-arm has no write-only permission
-		TS_EXPECT_API=1 wo=0 ;;
+		TS_APPEND="iommu.strict=1" TS_EXPECT_API=1 wo=0
+		case "$1" in
+		arm64-smmu) ;;
+		arm64-smmu-lazy) TS_APPEND="iommu.strict=0" ;;
+		arm64-pt)
+			TS_APPEND="iommu.passthrough=1"
+			TS_EXPECT_API=0 TS_SUMMARIES="" ;;
+		arm64-virtio)
+			[ "$TS_KERNEL_NAME" = 6.1 ] && return 1
+			TS_QEMU_ARGS=(-machine virt -cpu cortex-a57 -nic none
+				-device virtio-iommu-pci) wo=1 ;;
+		arm64-none)
+			TS_QEMU_ARGS=(-machine virt -cpu cortex-a57 -nic none)
+			TS_APPEND="" TS_EXPECT_API=0 TS_EDU_BITS=40
+			TS_SUMMARIES="" ;;
+		*) return 1 ;;
+		esac ;;
 	bench-strict|bench-lazy|bench-cm|bench-pt)
 		# benchmark mode, QEMU tracing the IOTLB invalidations and
 		# the guest's phase markers; two vCPUs, for the two-thread
@@ -479,7 +495,7 @@ ts_config() {
 	return 0
 }
 
-TS_CONFIGS_ALL="intel intel-lazy intel-cm intel-group amd intel-pt none intel@6.12 intel-group@6.12 virtio@6.12 amd@6.12 intel-pt@6.12 none@6.12 intel@7.3 intel-lazy@7.3 amd@7.3 virtio@7.3 odp-intel odp-intel-lazy odp-amd odp-intel-pt odp-none odp-intel@6.12 odp-amd@6.12 odp-intel-pt@6.12 odp-none@6.12"
+TS_CONFIGS_ALL="intel intel-lazy intel-cm intel-group amd intel-pt none intel@6.12 intel-group@6.12 virtio@6.12 amd@6.12 intel-pt@6.12 none@6.12 intel@7.3 intel-lazy@7.3 amd@7.3 virtio@7.3 odp-intel odp-intel-lazy odp-amd odp-intel-pt odp-none odp-intel@6.12 odp-amd@6.12 odp-intel-pt@6.12 odp-none@6.12 arm64-smmu arm64-smmu-lazy arm64-pt arm64-none arm64-smmu@6.12 arm64-smmu-lazy@6.12 arm64-virtio@6.12"
 
 # The accelerator of every guest the harness boots: KVM where it works,
 # TCG where it does not. The probe opens $TS_KVM_DEV (default /dev/kvm)
