@@ -106,12 +106,13 @@ ts_apt_setup() {
 }
 
 # The release of the kernel of a suite for an architecture (default
-# amd64): the one its linux-headers-<arch> points at. bookworm: Debian
+# amd64) and flavour (default the architecture's own; arm64-16k: 16 KiB
+# pages): the one its linux-headers-<flavour> points at. bookworm: Debian
 # 12's newest (6.1), bookworm-backports (6.12), trixie (6.12),
 # trixie-backports (7.3).
 ts_suite_kernel_release() {
 	local arch=${2:-amd64} r=${1%-backports} state pkg
-	pkg=linux-headers-$arch
+	pkg=linux-headers-${3:-$arch}
 	state=$r
 	[ "$arch" = amd64 ] || state=$r-$arch
 	[ "$r" != "$1" ] && pkg=$pkg/$1
@@ -146,7 +147,7 @@ ts_kernel_vmlinuz_in() {
 	return 1
 }
 
-# Fetch and unpack the kernel of SUITE for ARCH (default amd64: image,
+# Fetch and unpack the kernel of SUITE for ARCH [FLAVOUR] (default amd64: image,
 # modules, headers, and the headers' kbuild, whose programs run on this
 # amd64 host whatever ARCH) unless the cache has it; prints its release.
 ts_kernel_fetch() {
@@ -154,8 +155,8 @@ ts_kernel_fetch() {
 	local deps pkgs=() host=() deb log
 	state=$r
 	[ "$arch" = amd64 ] || state=$r-$arch
-	krel=$(ts_suite_kernel_release "$suite" "$arch")
-	[ -n "$krel" ] || ts_die "no linux-headers-$arch in $suite (private apt state $TS_APT)"
+	krel=$(ts_suite_kernel_release "$suite" "$arch" "${3:-}")
+	[ -n "$krel" ] || ts_die "no linux-headers-${3:-$arch} in $suite (private apt state $TS_APT)"
 	dir=$TS_KERNELS/$krel
 	if [ ! -f "$dir/complete" ]; then
 		mkdir -p "$TS_KERNELS"

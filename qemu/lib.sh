@@ -127,6 +127,8 @@ ts_kernel_for() {
 	""|6.1) echo "$TS_KREL_DEFAULT" ;;
 	6.1/arm64) ts_kernel_fetch bookworm arm64 || exit 1 ;;
 	6.12/arm64) ts_kernel_fetch bookworm-backports arm64 || exit 1 ;;
+	6.12/arm64-16k)
+		ts_kernel_fetch bookworm-backports arm64 arm64-16k || exit 1 ;;
 	6.12)
 		[ -n "${TS_KREL_BACKPORTS:-}" ] ||
 			TS_KREL_BACKPORTS=$(ts_kernel_fetch bookworm-backports) ||
@@ -135,14 +137,14 @@ ts_kernel_for() {
 	7.3)
 		ts_native_setup
 		echo "$TS_KREL_NATIVE" ;;
-	*) ts_die "unknown kernel '$1' (have: 6.1 6.12 7.3 6.1/arm64 6.12/arm64)" ;;
+	*) ts_die "unknown kernel '$1' (have: 6.1 6.12 7.3 6.1/arm64 6.12/arm64 6.12/arm64-16k)" ;;
 	esac
 }
 
 # The architecture of a kernel name (6.12: amd64, 6.12/arm64: arm64) and
 # the make arguments of a module build for it.
 ts_kernel_arch() {
-	case "$1" in */*) echo "${1#*/}" ;; *) echo amd64 ;; esac
+	case "$1" in */*) echo "${1#*/}" | sed 's/-16k$//' ;; *) echo amd64 ;; esac
 }
 ts_arch_make_args() {
 	case "$1" in
@@ -394,6 +396,13 @@ ts_config() {
 		case "$1" in
 		arm64-smmu) ;;
 		arm64-smmu-lazy) TS_APPEND="iommu.strict=0" ;;
+		arm64-smmu-16k)
+			# Debian's 16 KiB-page kernel: four granules of the
+			# SMMU's 4 KiB per CPU page; a CPU with 16 KiB pages
+			[ "$TS_KERNEL_NAME" = 6.1 ] && return 1
+			TS_KSUFFIX=/arm64-16k
+			TS_QEMU_ARGS=(-machine virt,iommu=smmuv3
+				-cpu max,pauth-impdef=on -nic none) ;;
 		arm64-pt)
 			TS_APPEND="iommu.passthrough=1"
 			TS_EXPECT_API=0 TS_SUMMARIES="" ;;

@@ -112,7 +112,7 @@ if [ ${#flows[@]} -gt 0 ] || [ "$debcheck" = 1 ]; then
 	pkgs="$pkgs $TS_MAIN_PACKAGES"
 fi
 case " $kernels " in *" 7.3 "*) pkgs="$pkgs mmdebstrap" ;; esac
-case " $kernels " in *"/arm64 "*) pkgs="$pkgs $(ts_arch_packages arm64)" ;; esac
+case " $kernels " in *"/arm64"*) pkgs="$pkgs $(ts_arch_packages arm64)" ;; esac
 [ "$host13" = 1 ] && pkgs="$pkgs mmdebstrap"
 # shellcheck disable=SC2086 # a list of packages
 ts_need_packages $pkgs

@@ -97,11 +97,14 @@ static void twostep_give_back(struct device *dev,
 			      const struct dma_map_ops *ops,
 			      dma_addr_t start, u64 size)
 {
+#ifndef TWOSTEP_HAVE_USE_DMA_IOMMU
+	/* 6.12 and later keep the IOMMU's DMA path in a bit of the device */
 	if (ops && !twostep_compat_dma_iommu(dev) && ops->unmap_page) {
 		ops->unmap_page(dev, start, size, DMA_TO_DEVICE,
 				DMA_ATTR_SKIP_CPU_SYNC);
 		return;
 	}
+#endif
 	dma_unmap_page_attrs(dev, start, size, DMA_TO_DEVICE,
 			     DMA_ATTR_SKIP_CPU_SYNC);
 }
