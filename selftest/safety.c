@@ -1095,6 +1095,9 @@ static int case_hmm_bitmap(struct ts *t)
 	bool mapped, translates;
 	int ret;
 
+	/* room first, where growth waits for a worker (no preemption) */
+	if (ts_try_alloc_grow(t->dev, &map.state, 0, 512 * PAGE_SIZE))
+		twostep_iova_free(t->dev, &map.state);
 	ret = twostep_hmm_dma_map_alloc(t->dev, &map, 512, SZ_2M);
 	if (TS_EXPECT(t, !ret, "map_alloc of 2 MiB entries: %d", ret)) {
 		TS_EXPECT(t, twostep_iova_size(&map.state) == 512 * PAGE_SIZE,
