@@ -419,14 +419,6 @@ static unsigned long twostep_linked_in(struct twostep_alloc *a,
 }
 
 /*
- * Unmap every linked granule of [s, e) into @gather, whatever else is or
- * is not linked there; a link that crosses @s or @e keeps its part outside
- * mapped (split where it may hold a large page). The link map is left to
- * twostep_unmap_done(), after the IOTLB flush. Returns false when the
- * page table held less than the link map says: only a link racing this
- * unlink over the same granules (the caller's bug) does that.
- */
-/*
  * Unmap what translates of [iova, iova + bytes), run by run: where a link
  * racing this unlink (a caller's bug) claimed granules it has not mapped
  * yet. Unmapping a hole is harmless to most drivers, but io-pgtable-arm
@@ -453,6 +445,14 @@ static noinline bool twostep_unmap_mapped(struct twostep_ctx *ctx,
 	return whole;
 }
 
+/*
+ * Unmap every linked granule of [s, e) into @gather, whatever else is or
+ * is not linked there; a link that crosses @s or @e keeps its part outside
+ * mapped (split where it may hold a large page). The link map is left to
+ * twostep_unmap_done(), after the IOTLB flush. Returns false when the
+ * page table held less than the link map says: only a link racing this
+ * unlink over the same granules (the caller's bug) does that.
+ */
 static bool twostep_unmap_span(struct twostep_ctx *ctx,
 			       struct twostep_alloc *a, unsigned long s,
 			       unsigned long e, struct iommu_iotlb_gather *gather)

@@ -228,7 +228,7 @@ bool twostep_reserve_probe_units(struct iommu_domain *domain,
  * twostep_unreserve - return a range reserved by twostep_reserve()
  * @dev: device it was reserved for
  * @domain: the device's DMA-API domain
- * @ops: the device's DMA ops when it was reserved (twostep_compat_dma_ops())
+ * @ops: the device's DMA ops when it was reserved (get_dma_ops()), or NULL
  * @start: first address
  * @size: size in bytes
  *
