@@ -504,7 +504,7 @@ ts_config() {
 	return 0
 }
 
-TS_CONFIGS_ALL="intel intel-lazy intel-cm intel-group amd intel-pt none intel@6.12 intel-group@6.12 virtio@6.12 amd@6.12 intel-pt@6.12 none@6.12 intel@7.3 intel-lazy@7.3 amd@7.3 virtio@7.3 odp-intel odp-intel-lazy odp-amd odp-intel-pt odp-none odp-intel@6.12 odp-amd@6.12 odp-intel-pt@6.12 odp-none@6.12 arm64-smmu arm64-smmu-lazy arm64-pt arm64-none arm64-smmu@6.12 arm64-smmu-lazy@6.12 arm64-virtio@6.12 arm64-smmu-16k@6.12"
+TS_CONFIGS_ALL="intel intel-lazy intel-cm intel-group amd intel-pt none intel@6.12 intel-group@6.12 virtio@6.12 amd@6.12 intel-pt@6.12 none@6.12 intel@7.3 intel-lazy@7.3 amd@7.3 virtio@7.3 odp-intel odp-intel-lazy odp-amd odp-intel-pt odp-none odp-intel@6.12 odp-amd@6.12 odp-intel-pt@6.12 odp-none@6.12 arm64-smmu arm64-pt arm64-none arm64-smmu-lazy@6.12 arm64-virtio@6.12 arm64-smmu-16k@6.12"
 
 # The accelerator of every guest the harness boots: KVM where it works,
 # TCG where it does not. The probe opens $TS_KVM_DEV (default /dev/kvm)
