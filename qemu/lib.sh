@@ -704,7 +704,7 @@ ts_boot_once() {
 		"${TS_QEMU_ARGS[@]}" \
 		-kernel "$vmlinuz" \
 		-initrd "$TS_RESULTS/$krel/initramfs.cpio.gz" \
-		-append "console=$TS_CONSOLE panic=-1 oops=panic $TS_APPEND ts_expect=$TS_EXPECT_API ts_cases=${TWOSTEP_CASES:-$TS_CASES_DEFAULT}" \
+		-append "console=$TS_CONSOLE log_buf_len=8M panic=-1 oops=panic $TS_APPEND ts_expect=$TS_EXPECT_API ts_cases=${TWOSTEP_CASES:-$TS_CASES_DEFAULT}" \
 		</dev/null >"$log" 2>"$TS_RESULTS/$cfg.qemu.log" &
 	ts_boot_wait "$log" $! 'twostep-harness: begin' \
 		"$TS_RESULTS/$cfg.hung" || rc=$?
