@@ -15,33 +15,21 @@ TS_DEBCHECK_PACKAGES="dkms,gcc,make,libc6-dev,kmod,linux-headers-amd64"
 
 # Make (or find) the chroot; sets TS_DEBCHECK_ROOT.
 ts_debcheck_setup() {
-	local uri key tmp log
+	local uri key
 	ts_need_packages mmdebstrap
 	uri=$(ts_debian_uri)
 	[ -n "$uri" ] || ts_die "apt knows no Debian source: name one in TWOSTEP_DEBIAN_MIRROR"
 	key=$( { echo "$uri $TS_DEBCHECK_PACKAGES"
 		declare -f ts_debcheck_setup; } | sha256sum | cut -c1-12)
-	TS_DEBCHECK_ROOT=$TS_CACHE/chroot-bookworm-dkms-$key
-	[ -f "$TS_DEBCHECK_ROOT/.twostep-complete" ] && return 0
-	mkdir -p "$TS_CACHE"
-	tmp=$(mktemp -d "$TS_CACHE/chroot.XXXXXX")
-	log=$tmp.log
-	ts_log "package check: building its Debian 12 chroot (log: $log)"
 	# the second kernel's headers as a user installs them from backports
-	if ! mmdebstrap --variant=apt --components=main \
+	TS_DEBCHECK_ROOT=$(ts_cached_root chroot-bookworm-dkms \
+		"the package check's Debian 12 chroot" "$key" \
+		--variant=apt --components=main \
 		--include="$TS_DEBCHECK_PACKAGES" \
 		--customize-hook='chroot "$1" apt-get install -y -q --no-install-recommends -t bookworm-backports linux-headers-amd64' \
 		--customize-hook='chroot "$1" apt-get clean' \
-		bookworm "$tmp" "deb $uri bookworm main" \
-		"deb $uri bookworm-backports main" >"$log" 2>&1; then
-		tail -n 20 "$log" >&2
-		ts_chroot_remove "$tmp"
-		ts_die "mmdebstrap of the package check's chroot failed"
-	fi
-	touch "$tmp/.twostep-complete"
-	ts_chroot_remove "$TS_CACHE"/chroot-bookworm-dkms-*
-	mv "$tmp" "$TS_DEBCHECK_ROOT"
-	mv "$log" "$TS_DEBCHECK_ROOT.log"
+		-- bookworm "deb $uri bookworm main" \
+		"deb $uri bookworm-backports main") || exit 1
 }
 
 # Install and purge package $1 in the chroot. Prints each check, then

@@ -16,7 +16,7 @@ TS_HOST13_TIERS=${TS_HOST13_TIERS:-harness intel-lazy}
 
 # Make (or find) the root; sets TS_HOST13_ROOT.
 ts_host13_setup() {
-	local uri sec key tmp log sources=()
+	local uri sec key sources=()
 	ts_need_packages mmdebstrap
 	uri=$(ts_debian_uri)
 	[ -n "$uri" ] || ts_die "apt knows no Debian source: name one in TWOSTEP_DEBIAN_MIRROR"
@@ -27,22 +27,10 @@ ts_host13_setup() {
 		sources+=("deb $sec $TS_HOST13_SUITE-security main")
 	key=$( { echo "${sources[*]}"; declare -f ts_host13_setup; } |
 		sha256sum | cut -c1-12)
-	TS_HOST13_ROOT=$TS_CACHE/host-$TS_HOST13_SUITE-$key
-	[ -f "$TS_HOST13_ROOT/.twostep-complete" ] && return 0
-	mkdir -p "$TS_CACHE"
-	tmp=$(mktemp -d "$TS_CACHE/host13.XXXXXX")
-	log=$tmp.log
-	ts_log "Debian 13 host: building its root with mmdebstrap (log: $log)"
-	if ! mmdebstrap --variant=apt --components=main \
-		"$TS_HOST13_SUITE" "$tmp" "${sources[@]}" >"$log" 2>&1; then
-		tail -n 20 "$log" >&2
-		ts_chroot_remove "$tmp"
-		ts_die "mmdebstrap of the Debian 13 host failed"
-	fi
-	touch "$tmp/.twostep-complete"
-	ts_chroot_remove "$TS_CACHE"/host-"$TS_HOST13_SUITE"-*
-	mv "$tmp" "$TS_HOST13_ROOT"
-	mv "$log" "$TS_HOST13_ROOT.log"
+	TS_HOST13_ROOT=$(ts_cached_root "host-$TS_HOST13_SUITE" \
+		"the Debian 13 host's root" "$key" --variant=apt \
+		--components=main -- "$TS_HOST13_SUITE" "${sources[@]}") ||
+		exit 1
 }
 
 # Run the test command of a copy of this tree in the Debian 13 root, for
@@ -52,11 +40,8 @@ ts_host13_run() {
 	local root src=/src/twostep
 	ts_host13_setup
 	root=$TS_HOST13_ROOT
-	# the tree as committed plus what is changed in it, not results/
 	rm -rf "${root:?}$src"
-	mkdir -p "$root$src"
-	(cd "$TS_ROOT" && git ls-files -z --cached --others --exclude-standard |
-		xargs -0 cp -a --parents -t "$root$src")
+	ts_copy_tree "$root$src"
 	cp /etc/resolv.conf "$root/etc/resolv.conf"
 	# one run at a time in the root
 	(
@@ -87,9 +72,8 @@ ts_user_run() {
 	local dir rc=0
 	dir=$(mktemp -d /tmp/twostep-user.XXXXXX)
 	chmod 755 "$dir"
-	mkdir -p "$dir/home" "$dir/twostep"
-	(cd "$TS_ROOT" && git ls-files -z --cached --others --exclude-standard |
-		xargs -0 cp -a --parents -t "$dir/twostep")
+	mkdir -p "$dir/home"
+	ts_copy_tree "$dir/twostep"
 	chown -R "$TS_USER_UID:$TS_USER_UID" "$dir/home" "$dir/twostep"
 	setpriv --reuid="$TS_USER_UID" --regid="$TS_USER_UID" --clear-groups \
 		env -i HOME="$dir/home" PATH=/usr/sbin:/usr/bin:/sbin:/bin \

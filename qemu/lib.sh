@@ -22,6 +22,44 @@ ts_chroot_remove() {
 	done
 }
 
+# A Debian root made by mmdebstrap, kept in the cache: ts_cached_root
+# PREFIX WHAT KEY OPTION... -- SUITE SOURCE... makes $TS_CACHE/PREFIX-KEY
+# unless it is complete, removes the other PREFIX-* roots, and prints its
+# path. KEY names everything the root is made from; WHAT says it in
+# messages.
+ts_cached_root() {
+	local prefix=$1 what=$2 root=$TS_CACHE/$1-$3 tmp log opts=() suite
+	shift 3
+	while [ "$1" != -- ]; do opts+=("$1"); shift; done
+	suite=$2
+	shift 2
+	if [ ! -f "$root/.twostep-complete" ]; then
+		mkdir -p "$TS_CACHE"
+		tmp=$(mktemp -d "$TS_CACHE/root.XXXXXX")
+		log=$tmp.log
+		ts_log "$what: building it with mmdebstrap (log: $log)"
+		if ! mmdebstrap "${opts[@]}" "$suite" "$tmp" "$@" \
+			>"$log" 2>&1; then
+			tail -n 20 "$log" >&2
+			ts_chroot_remove "$tmp"
+			ts_die "mmdebstrap of $what failed"
+		fi
+		touch "$tmp/.twostep-complete"
+		ts_chroot_remove "$TS_CACHE/$prefix"-*
+		mv "$tmp" "$root"
+		mv "$log" "$root.log"
+	fi
+	echo "$root"
+}
+
+# Copy this tree as committed, with what is changed in it (not results/),
+# into folder DEST.
+ts_copy_tree() {
+	mkdir -p "$1"
+	(cd "$TS_ROOT" && git ls-files -z --cached --others --exclude-standard |
+		xargs -0 cp -a --parents -t "$1")
+}
+
 # A guest whose init has not begun after this many seconds hung in early
 # boot (seen under TCG): it is stopped, and ts_boot boots it again.
 TS_BOOT_INIT_TIMEOUT=${TS_BOOT_INIT_TIMEOUT:-300}
@@ -181,7 +219,7 @@ ts_use_kernel() {
 # Debian 12's kernels, in the Debian 13 chroot for the native kernel. The
 # modules are copied to $TS_RESULTS/$TS_KREL/.
 ts_build_modules() {
-	local log=$TS_RESULTS/build-$TS_KREL.log dir kdir
+	local log=$TS_RESULTS/build-$TS_KREL.log dir kdir mk
 	ts_log "building twostep.ko, twostep_selftest.ko and twostep_example.ko for $TS_KREL"
 	if [ "$TS_KREL" = "${TS_KREL_NATIVE:-}" ]; then
 		ts_native_stage twostep Kbuild Makefile dkms.conf include src \
@@ -199,14 +237,13 @@ ts_build_modules() {
 	else
 		dir=$TS_ROOT
 		kdir=$(ts_kernel_kdir "$TS_KREL")
-		# shellcheck disable=SC2086 # make arguments
-		set -- $(ts_arch_make_args "$TS_ARCH")
-		make -C "$TS_ROOT" clean KDIR="$kdir" "$@" >/dev/null 2>&1
-		make -C "$TS_ROOT/example" clean KDIR="$kdir" "$@" \
+		read -r -a mk <<<"$(ts_arch_make_args "$TS_ARCH")"
+		make -C "$TS_ROOT" clean KDIR="$kdir" "${mk[@]}" >/dev/null 2>&1
+		make -C "$TS_ROOT/example" clean KDIR="$kdir" "${mk[@]}" \
 			>/dev/null 2>&1
-		if ! make -C "$TS_ROOT" -j"$(nproc)" KDIR="$kdir" "$@" \
+		if ! make -C "$TS_ROOT" -j"$(nproc)" KDIR="$kdir" "${mk[@]}" \
 			KCFLAGS=-Werror >"$log" 2>&1 ||
-			! make -C "$TS_ROOT/example" KDIR="$kdir" "$@" \
+			! make -C "$TS_ROOT/example" KDIR="$kdir" "${mk[@]}" \
 			KCFLAGS=-Werror \
 			KBUILD_EXTRA_SYMBOLS="$TS_ROOT/Module.symvers" \
 			>"$log.example" 2>&1; then
