@@ -110,8 +110,9 @@ ts_need_packages() {
 
 # The host packages the commands use: the only thing installed on the host.
 # Debian 12's kernels (6.1, 6.12 of backports) name gcc-12 in their headers:
-# gcc itself on a Debian 12 host, a package of its own on Debian 13.
-TS_HOST_PACKAGES="make gcc gcc-12 libc6-dev bc gzip cpio kmod busybox-static xz-utils qemu-system-x86 debian-archive-keyring"
+# gcc itself on a Debian 12 host, a package of its own on Debian 13. 6.12's
+# kbuild runs pahole for the modules' BTF (its package depends on it).
+TS_HOST_PACKAGES="make gcc gcc-12 libc6-dev bc gzip cpio kmod busybox-static xz-utils pahole qemu-system-x86 debian-archive-keyring"
 
 # Install the host packages, fetch Debian 12's kernel into the cache (see
 # kernels.sh) and make it the one built for (TS_KREL, TS_KREL_DEFAULT).
