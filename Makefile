@@ -38,11 +38,14 @@ modules clean:
 # BENCH_ICOUNT=1 runs the guests under TCG's -icount shift=0, where a ns of
 # guest time is one instruction executed: instruction counts, which the
 # emulation's cost of atomics and of the IOMMU does not distort.
+# BENCH_ARCH=arm64 boots Debian's arm64 kernel behind QEMU's SMMUv3
+# (strict, lazy, passthrough) instead of the Intel vIOMMU.
 BENCH_KERNEL ?= 7.3
 BENCH_ICOUNT ?= 0
+BENCH_ARCH ?= amd64
 bench:
 	TS_BENCH_KERNEL=$(BENCH_KERNEL) TS_BENCH_ICOUNT=$(BENCH_ICOUNT) \
-		./qemu/bench.sh
+		TS_BENCH_ARCH=$(BENCH_ARCH) ./qemu/bench.sh
 
 .PHONY: bench
 

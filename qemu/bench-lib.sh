@@ -6,9 +6,16 @@
 # into CSV rows, a Markdown table and a log-log plot. Sourced after lib.sh.
 
 # The guest kernel of the benchmark: 7.3 (Debian 13 backports, whose own
-# dma_iova_* is timed beside twostep) by default, or 6.1 / 6.12.
-# ts_bench_kernel K sets it and the methods its guest times, in the
-# self-test's order (the trace's phase markers carry the index).
+# dma_iova_* is timed beside twostep) by default, or 6.1 / 6.12; its
+# architecture TS_BENCH_ARCH: amd64 (the Intel vIOMMU, the default) or
+# arm64 (the virt machine's SMMUv3). ts_bench_kernel K sets the kernel and
+# the methods its guest times, in the self-test's order (the trace's phase
+# markers carry the index).
+TS_BENCH_ARCH=${TS_BENCH_ARCH:-amd64}
+case "$TS_BENCH_ARCH" in
+amd64|arm64) ;;
+*) ts_die "BENCH_ARCH=$TS_BENCH_ARCH: have amd64 and arm64" ;;
+esac
 ts_bench_kernel() {
 	TS_BENCH_KERNEL=$1
 	TS_BENCH_METHODS="twostep twostep_unlink classic classic_sg floor_map_pages floor_contig twostep_contig"
@@ -32,12 +39,50 @@ ts_bench_sizes() {
 	echo "${out% }"
 }
 
-# The configuration of benchmark MODE on TS_BENCH_KERNEL.
+# The configuration of benchmark MODE on TS_BENCH_KERNEL and
+# TS_BENCH_ARCH, and the kernel's name (ts_kernel_for).
 ts_bench_cfg() {
+	local name=bench-$1
+	[ "$TS_BENCH_ARCH" = arm64 ] && name=bench-arm64-$1
 	if [ "$TS_BENCH_KERNEL" = 6.1 ]; then
-		echo "bench-$1"
+		echo "$name"
 	else
-		echo "bench-$1@$TS_BENCH_KERNEL"
+		echo "$name@$TS_BENCH_KERNEL"
+	fi
+}
+ts_bench_kname() {
+	if [ "$TS_BENCH_ARCH" = arm64 ]; then
+		echo "$TS_BENCH_KERNEL/arm64"
+	else
+		echo "$TS_BENCH_KERNEL"
+	fi
+}
+# The modes of a benchmark run: all but caching-mode (an Intel vIOMMU
+# setting) on arm64.
+ts_bench_modes_default() {
+	if [ "$TS_BENCH_ARCH" = arm64 ]; then
+		echo "strict lazy pt"
+	else
+		echo "strict lazy cm pt"
+	fi
+}
+# The IOMMU's invalidations in QEMU's trace: the Intel vIOMMU's IOTLB
+# invalidation descriptors, the SMMUv3's TLB invalidation commands.
+TS_BENCH_INVAL_RE='^(vtd_inv_desc_iotlb_|smmuv3_(s1_)?range_inval|smmuv3_cmdq_tlbi_)'
+# The QEMU of the benchmark's guests.
+ts_bench_qemu() {
+	if [ "$TS_BENCH_ARCH" = arm64 ]; then
+		echo qemu-system-aarch64
+	else
+		echo qemu-system-x86_64
+	fi
+}
+# The IOMMU in words, for the plots and bench.md.
+ts_bench_iommu() {
+	if [ "$TS_BENCH_ARCH" = arm64 ]; then
+		echo "SMMUv3 (arm64)"
+	else
+		echo "Intel vIOMMU"
 	fi
 }
 
@@ -56,9 +101,11 @@ TS_BENCH_AWK_HEX='
 # CSV rows of one bench configuration, on stdout.
 ts_bench_rows() {
 	local cfg=$1 mode=${1#bench-} accel
+	mode=${mode#arm64-}
 	mode=${mode%@*}
 	accel=$(ts_boot_accel "$cfg")
 	awk -v mode="$mode" -v methods="$TS_BENCH_METHODS" -v accel="${accel%% *}" \
+		-v inval_re="$TS_BENCH_INVAL_RE" \
 		-v sizes="$TS_BENCH_SIZES" -v prefix="$TS_KTAP_PREFIX" \
 		"$TS_BENCH_AWK_HEX"'
 	BEGIN {
@@ -75,7 +122,7 @@ ts_bench_rows() {
 			if (ph == 0) calls[m + 1, si + 1]++
 			next
 		}
-		if ($0 ~ /^vtd_inv_desc_iotlb_/ && phase != "") inval[phase]++
+		if ($0 ~ inval_re && phase != "") inval[phase]++
 		next
 	}
 	# guest console: the figures
@@ -123,17 +170,19 @@ ts_bench_rows() {
 TS_BENCH_WORK_HEADER="mode,workload,method,n,value,unit,accel"
 ts_bench_work_rows() {
 	local cfg=$1 mode=${1#bench-} accel
+	mode=${mode#arm64-}
 	mode=${mode%@*}
 	accel=$(ts_boot_accel "$cfg")
 	# the odp phases: markers 0x55MMRRPP, invalidations in between
-	awk -v mode="$mode" -v accel="${accel%% *}" "$TS_BENCH_AWK_HEX"'
+	awk -v mode="$mode" -v accel="${accel%% *}" \
+		-v inval_re="$TS_BENCH_INVAL_RE" "$TS_BENCH_AWK_HEX"'
 	BEGIN { split("twostep_range twostep_entries native_entries", name, " ") }
 	/^pci_cfg_write edu / && /@0x40 <- 0x55/ {
 		v = hex($NF); m = int(v / 65536) % 256 + 1; ph = v % 256
 		if (ph == 0) { cur = m; calls[m]++ } else cur = 0
 		next
 	}
-	/^vtd_inv_desc_iotlb_/ && cur { inval[cur]++ }
+	$0 ~ inval_re && cur { inval[cur]++ }
 	END {
 		for (m = 1; m <= 3; m++)
 			if (calls[m])
@@ -459,7 +508,7 @@ set grid
 set xlabel 'N (scattered 4 KiB pages)'
 set ylabel 'ns per page (median)'
 set key outside right
-set multiplot layout 1,2 title 'twostep benchmark, Intel vIOMMU, $mode (QEMU $accel guest)'
+set multiplot layout 1,2 title 'twostep benchmark, $(ts_bench_iommu), $mode (QEMU $accel guest)'
 set title 'map side'
 plot ${plots_map%, }
 set title 'unmap side'
@@ -509,7 +558,7 @@ set xlabel 'N (4 KiB pages)'
 set ylabel 'median / $ref median'
 set key outside right
 set object 1 rect from graph 0, first 1.0 to graph 1, first 1.2 behind fc rgb '#d0f0d0' fs solid 0.5 noborder
-set multiplot layout 1,2 title 'twostep / $ref, Intel vIOMMU, $mode (band: 1.0-1.2)'
+set multiplot layout 1,2 title 'twostep / $ref, $(ts_bench_iommu), $mode (band: 1.0-1.2)'
 set title 'map side'
 plot ${plots_map%, }
 set title 'unmap side'
@@ -566,8 +615,10 @@ ts_bench_run() {
 	[ $# -gt 0 ] || ts_die "ts_bench_run: no benchmark mode given"
 	for mode in "$@"; do
 		case "$mode" in
-		strict|lazy|cm|pt) ;;
-		*) ts_die "unknown benchmark mode '$mode' (have: strict lazy cm pt)" ;;
+		strict|lazy|pt) ;;
+		cm) [ "$TS_BENCH_ARCH" = amd64 ] ||
+			ts_die "caching mode is the Intel vIOMMU's: no cm on $TS_BENCH_ARCH" ;;
+		*) ts_die "unknown benchmark mode '$mode' (have: $(ts_bench_modes_default))" ;;
 		esac
 	done
 	ts_need_packages gnuplot-nox
@@ -596,7 +647,7 @@ ts_bench_run() {
 		ts_bench_work_rows "$cfg" >>"$work" || status=1
 	done
 
-	krel=$(ts_kernel_for "$TS_BENCH_KERNEL")
+	krel=$(ts_kernel_for "$(ts_bench_kname)")
 	if ! {
 		echo "# twostep benchmark"
 		echo
@@ -604,11 +655,11 @@ ts_bench_run() {
 		echo
 		ts_bench_headline "$csv" "$work" "$@"
 		echo
-		echo "Debian $(cat /etc/debian_version) host, guest kernel $krel under QEMU $(qemu-system-x86_64 --version | head -n 1 | awk '{print $4}') $(ts_bench_accels "$csv" | paste -sd ' ' | tr 'a-z' 'A-Z') (the CSV's accel column), two vCPUs (the two-thread throughput uses both, the rest runs on one), edu device behind the Intel vIOMMU; ${TS_BENCH_REPS:-9} repetitions, N = $(ts_bench_sizes)."
+		echo "Debian $(cat /etc/debian_version) host, guest kernel $krel under QEMU $("$(ts_bench_qemu)" --version | head -n 1 | awk '{print $4}') $(ts_bench_accels "$csv" | paste -sd ' ' | tr 'a-z' 'A-Z') (the CSV's accel column), two vCPUs (the two-thread throughput uses both, the rest runs on one), edu device behind the $(ts_bench_iommu); ${TS_BENCH_REPS:-9} repetitions, N = $(ts_bench_sizes)."
 		if ts_bench_accels "$csv" | grep -qx icount; then
 			echo "Under -icount shift=0 (BENCH_ICOUNT=1) the guest's clock advances one ns per instruction executed: every figure in ns below is an instruction count, which TCG's cost of atomic operations and of the IOMMU's emulation does not distort. The guest has one vCPU then: no two-thread throughput."
 		fi
-		echo "Medians over the repetitions in ns per page; IOTLB invalidations counted from QEMU's vtd_inv_desc_iotlb_* trace events per call of the phase (map: try_alloc + links + sync, or N x dma_map_page, ...; unmap: destroy, unlink + free, N x dma_unmap_page, ...)."
+		echo "Medians over the repetitions in ns per page; IOTLB invalidations counted from QEMU's $([ "$TS_BENCH_ARCH" = arm64 ] && echo "smmuv3 TLB invalidation commands (smmuv3_*range_inval, smmuv3_cmdq_tlbi_*)" || echo "vtd_inv_desc_iotlb_*") trace events per call of the phase (map: try_alloc + links + sync, or N x dma_map_page, ...; unmap: destroy, unlink + free, N x dma_unmap_page, ...)."
 		echo
 		echo "## Against the targets"
 		echo
@@ -674,7 +725,7 @@ ts_bench_run() {
 # twostep-check style lines and "passed failed" last.
 ts_bench_smoke_checks() {
 	local cfg=$1 rows n
-	if [[ "$cfg" == bench-pt* ]]; then
+	if [[ "$cfg" == bench-pt* ]] || [[ "$cfg" == bench-arm64-pt* ]]; then
 		# the fallback was taken, as the guest counted it
 		n=$(ts_console "$TS_RESULTS/$cfg.log" |
 			sed -n 's/.*# workloads: .* fallbacks \([0-9]*\).*/\1/p')
@@ -688,7 +739,8 @@ ts_bench_smoke_checks() {
 		return
 	fi
 	rows=$(ts_bench_rows "$cfg")
-	awk -F, -v methods="$TS_BENCH_METHODS" -v sizes="$(ts_bench_sizes)" '
+	awk -F, -v methods="$TS_BENCH_METHODS" -v sizes="$(ts_bench_sizes)" \
+		-v smmu="$([ "$TS_BENCH_ARCH" = arm64 ] && echo 1)" '
 	function check(ok, name) {
 		printf "  %-9s %s %s\n", "bench", ok ? "ok  " : "FAIL", name
 		if (ok) pass++; else fail++
@@ -697,13 +749,17 @@ ts_bench_smoke_checks() {
 		rows++
 		for (i = 4; i <= 14; i++) if ($i !~ /^-?[0-9]+(\.[0-9]+)?$/) bad++
 		if ($5 <= 0 || $8 <= 0) bad++
-		# per unmap call one invalidation; in lazy mode a destroy
-		# leaves it to the flush queue (one per many destroys), but
-		# where it freed page-table pages, and an unlink, syncs
+		# per unmap call one invalidation (an SMMUv3: at least one,
+		# its range commands cover a power of two of pages each); in
+		# lazy mode a destroy leaves it to the flush queue (one per
+		# many destroys), but where it freed page-table pages, and an
+		# unlink, syncs
 		lazy = ($1 == "lazy")
 		if ($2 ~ /^twostep/) {
 			tw++
-			if ((lazy && $14 > 1) || (!lazy && $14 != 1)) inval_bad++
+			if ((lazy && !smmu && $14 > 1) ||
+			    (!lazy && ($14 < 1 || (!smmu && $14 != 1))))
+				inval_bad++
 			if ($13 > 1) inval_bad++
 			if (lazy && $2 != "twostep_unlink" && $14 < 1) batched++
 		}

@@ -5,7 +5,9 @@
 # through the fallback) (two vCPUs, QEMU tracing IOTLB invalidations; KVM
 # where /dev/kvm works, else TCG, TWOSTEP_ACCEL forces one) on
 # TS_BENCH_KERNEL (default 7.3, whose own dma_iova_* is timed beside
-# twostep as "native"; 6.1 or 6.12 time twostep alone),
+# twostep as "native"; 6.1 or 6.12 time twostep alone); with
+# TS_BENCH_ARCH=arm64 the arm64 kernel's guest behind QEMU's SMMUv3
+# (strict, lazy, passthrough; QEMU tracing its TLB invalidation commands),
 # run the self-test's benchmark mode in each, and write
 #   results/bench/bench.csv (its last column the accelerator), bench.md,
 #   bench-<mode>.png
@@ -29,11 +31,14 @@ fi
 [ $# -eq 0 ] || ts_die "usage: qemu/bench.sh [--compare OLD.csv NEW.csv]"
 
 mkdir -p "$TS_RESULTS"
+# shellcheck disable=SC2046 # a list of packages
+[ "$TS_BENCH_ARCH" = amd64 ] || ts_need_packages $(ts_arch_packages "$TS_BENCH_ARCH")
 ts_install_deps
 ts_accel_init
 ts_log "$(ts_accel_line)"
-ts_use_kernel "$TS_BENCH_KERNEL"
+ts_use_kernel "$(ts_bench_kname)"
+TS_ARCH=$TS_BENCH_ARCH
 ts_build_modules
 ts_build_initramfs
-# shellcheck disable=SC2086 # a list of modes
-ts_bench_run "$TS_RESULTS/bench" ${TS_BENCH_MODES:-strict lazy cm pt}
+# shellcheck disable=SC2046 # a list of modes
+ts_bench_run "$TS_RESULTS/bench" ${TS_BENCH_MODES:-$(ts_bench_modes_default)}

@@ -160,7 +160,8 @@ ts_host_footprint() {
 
 # Release for a kernel name used in configurations: 6.1 (Debian 12, the
 # default), 6.12 (Debian 12 backports) or 7.3 (Debian 13 backports, with
-# the native API; built against in a chroot, see native.sh).
+# the native API; built against in a chroot, see native.sh), for amd64 or
+# with /arm64 or /arm64-16k for arm64.
 ts_kernel_for() {
 	case "$1" in
 	""|6.1) echo "$TS_KREL_DEFAULT" ;;
@@ -176,7 +177,9 @@ ts_kernel_for() {
 	7.3)
 		ts_native_setup
 		echo "$TS_KREL_NATIVE" ;;
-	*) ts_die "unknown kernel '$1' (have: 6.1 6.12 7.3 6.1/arm64 6.12/arm64 6.12/arm64-16k)" ;;
+	7.3/arm64|7.3/arm64-16k)
+		ts_native_arm64_setup "${1#*/}" || exit 1 ;;
+	*) ts_die "unknown kernel '$1' (have: 6.1 6.12 7.3 6.1/arm64 6.12/arm64 6.12/arm64-16k 7.3/arm64 7.3/arm64-16k)" ;;
 	esac
 }
 
@@ -210,6 +213,10 @@ ts_use_kernel() {
 	6.12)
 		TS_KREL_BACKPORTS=$(ts_kernel_for 6.12)
 		TS_KREL=$TS_KREL_BACKPORTS ;;
+	7.3/*)
+		# built for in the chroot (ts_native_built), known here
+		ts_native_setup
+		TS_KREL=$(ts_kernel_for "$1") ;;
 	*)
 		TS_KREL=$(ts_kernel_for "$1") ;;
 	esac
@@ -222,15 +229,16 @@ ts_use_kernel() {
 ts_build_modules() {
 	local log=$TS_RESULTS/build-$TS_KREL.log dir kdir mk
 	ts_log "building twostep.ko, twostep_selftest.ko and twostep_example.ko for $TS_KREL"
-	if [ "$TS_KREL" = "${TS_KREL_NATIVE:-}" ]; then
+	read -r -a mk <<<"$(ts_arch_make_args "$TS_ARCH")"
+	if ts_native_built "$TS_KREL"; then
 		ts_native_stage twostep Kbuild Makefile dkms.conf include src \
 			selftest example
 		dir=$TS_CHROOT$(ts_native_build_dir)/twostep
 		# paths inside the chroot
-		if ! ts_native_make twostep "$log" -j"$(nproc)" \
-			KCFLAGS=-Werror ||
+		if ! ts_native_make twostep "$log" "$TS_KREL" -j"$(nproc)" \
+			"${mk[@]}" KCFLAGS=-Werror ||
 			! ts_native_make twostep/example "$log.example" \
-			KCFLAGS=-Werror \
+			"$TS_KREL" "${mk[@]}" KCFLAGS=-Werror \
 			KBUILD_EXTRA_SYMBOLS="$(ts_native_build_dir)/twostep/Module.symvers"; then
 			cat "$log" "$log.example" >&2
 			ts_die "module build for $TS_KREL (in the Debian 13 chroot) failed"
@@ -238,7 +246,6 @@ ts_build_modules() {
 	else
 		dir=$TS_ROOT
 		kdir=$(ts_kernel_kdir "$TS_KREL")
-		read -r -a mk <<<"$(ts_arch_make_args "$TS_ARCH")"
 		make -C "$TS_ROOT" clean KDIR="$kdir" "${mk[@]}" >/dev/null 2>&1
 		make -C "$TS_ROOT/example" clean KDIR="$kdir" "${mk[@]}" \
 			>/dev/null 2>&1
@@ -334,7 +341,8 @@ ts_build_odp_test() {
 # TS_APPEND, TS_MEM (QEMU's -m), TS_EXPECT_API, TS_EXAMPLE (1: the example
 # driver runs after the self-test), TS_P2P (1: an ivshmem-plain device
 # whose memory backend the host checks), TS_DMAR (1: the Intel vIOMMU reports faults
-# to the guest, so the host counts them), TS_EDU_BITS (the edu device's
+# to the guest, so the host counts them; smmu: an SMMUv3's events, the
+# attempts that raised one), TS_EDU_BITS (the edu device's
 # DMA reach, which its driver takes for its DMA-API mask) and TS_SUMMARIES
 # (summary lines the guest must print, '|'-separated). Where TS_ODP_OPS is
 # set the guest runs the ODP program (qemu/odp-test.c) with that many
@@ -342,7 +350,7 @@ ts_build_odp_test() {
 # Intel vIOMMU's IOTLB invalidations and the ODP driver's unmap markers
 # into $TS_RESULTS/<config>.trace, and the host counts flushes per unmap.
 ts_config() {
-	local platform=${1%@*} edus=1 wo=-1 cfg=$1 cfgname=$1 odp=0
+	local platform=${1%@*} edus=1 wo=-1 cfg=$1 cfgname=$1 odp=0 fpw=""
 	TS_KERNEL_NAME=6.1
 	[ "$platform" != "$1" ] && TS_KERNEL_NAME=${1#*@}
 	case "$TS_KERNEL_NAME" in 6.1|6.12|7.3) ;; *) return 1 ;; esac
@@ -424,13 +432,15 @@ ts_config() {
 		# EFI ROM for a NIC. smmu: an Arm SMMUv3, strict or lazy;
 		# pt: the SMMUv3 in passthrough; virtio: virtio-iommu (not
 		# built in 6.1's arm64 kernel); none: no IOMMU
-		[ "$TS_KERNEL_NAME" = 7.3 ] && return 1
 		TS_ARCH=arm64 TS_QEMU_BIN=qemu-system-aarch64
 		TS_CONSOLE=ttyAMA0 TS_KSUFFIX=/arm64
 		TS_QEMU_ARGS=(-machine virt,iommu=smmuv3 -cpu cortex-a57
 			-nic none)
 		# stage 1 of io-pgtable-arm has no write-only permission
 		TS_APPEND="iommu.strict=1" TS_EXPECT_API=1 wo=0
+		# the security case's blocked accesses, each an SMMU event
+		# in the guest's log (one attempt per rate limit window)
+		TS_DMAR=smmu fpw=1
 		case "$1" in
 		arm64-smmu) ;;
 		arm64-smmu-lazy) TS_APPEND="iommu.strict=0" ;;
@@ -443,32 +453,55 @@ ts_config() {
 				-cpu max,pauth-impdef=on -nic none) ;;
 		arm64-pt)
 			TS_APPEND="iommu.passthrough=1"
-			TS_EXPECT_API=0 TS_SUMMARIES="" ;;
+			TS_EXPECT_API=0 TS_SUMMARIES="" TS_DMAR=0 fpw="" ;;
 		arm64-virtio)
 			[ "$TS_KERNEL_NAME" = 6.1 ] && return 1
 			TS_QEMU_ARGS=(-machine virt -cpu cortex-a57 -nic none
-				-device virtio-iommu-pci) wo=1 ;;
+				-device virtio-iommu-pci) wo=1 TS_DMAR=0 fpw="" ;;
+		arm64-virtio-16k)
+			# 16 KiB pages over virtio-iommu's 4 KiB granule (its
+			# page-size-mask, QEMU's target page, by default): a
+			# CPU page is four IOMMU granules
+			[ "$TS_KERNEL_NAME" = 6.1 ] && return 1
+			TS_KSUFFIX=/arm64-16k
+			TS_QEMU_ARGS=(-machine virt -cpu max,pauth-impdef=on
+				-nic none -device virtio-iommu-pci)
+			wo=1 TS_DMAR=0 fpw="" ;;
 		arm64-none)
 			TS_QEMU_ARGS=(-machine virt -cpu cortex-a57 -nic none)
 			TS_APPEND="" TS_EXPECT_API=0 TS_EDU_BITS=40
-			TS_SUMMARIES="" ;;
+			TS_SUMMARIES="" TS_DMAR=0 fpw="" ;;
 		*) return 1 ;;
 		esac ;;
-	bench-strict|bench-lazy|bench-cm|bench-pt)
+	bench-strict|bench-lazy|bench-cm|bench-pt|bench-arm64-strict|\
+	bench-arm64-lazy|bench-arm64-pt)
 		# benchmark mode, QEMU tracing the IOTLB invalidations and
 		# the guest's phase markers; two vCPUs, for the two-thread
 		# throughput (the rest runs on one of them); bench-pt: the
-		# device in passthrough, where the two-step calls fall back
-		local cm=off iommu="iommu.strict=1" api=1
-		[ "$1" = bench-cm ] && cm=on
-		[ "$1" = bench-lazy ] && iommu="iommu.strict=0"
-		[ "$1" = bench-pt ] && iommu="iommu=pt" api=0
-		TS_QEMU_ARGS+=(-device "intel-iommu,intremap=on,caching-mode=$cm"
-			-trace enable=pci_cfg_write
-			-trace "enable=vtd_inv_desc_iotlb_*"
+		# device in passthrough, where the two-step calls fall back.
+		# bench-arm64-*: the virt machine's SMMUv3, whose TLB
+		# invalidation commands QEMU traces (names of QEMU 7.2 and
+		# later: smmuv3_s1_range_inval became smmuv3_range_inval)
+		local mode=${1##*-} cm=off iommu="iommu.strict=1" api=1
+		[ "$mode" = lazy ] && iommu="iommu.strict=0"
+		if [ "${1#bench-arm64-}" != "$1" ]; then
+			TS_ARCH=arm64 TS_QEMU_BIN=qemu-system-aarch64
+			TS_CONSOLE=ttyAMA0 TS_KSUFFIX=/arm64
+			[ "$mode" = pt ] && iommu="iommu.passthrough=1" api=0
+			TS_QEMU_ARGS=(-machine virt,iommu=smmuv3 -cpu cortex-a57
+				-nic none -trace "enable=smmuv3_*range_inval"
+				-trace "enable=smmuv3_cmdq_tlbi_*")
+		else
+			[ "$mode" = cm ] && cm=on
+			[ "$mode" = pt ] && iommu="iommu=pt" api=0
+			iommu="intel_iommu=on $iommu"
+			TS_QEMU_ARGS+=(-device "intel-iommu,intremap=on,caching-mode=$cm"
+				-trace "enable=vtd_inv_desc_iotlb_*")
+		fi
+		TS_QEMU_ARGS+=(-trace enable=pci_cfg_write
 			-D "$TS_RESULTS/$cfgname.trace")
 		local reps=${TS_BENCH_REPS:-9} maxn=${TS_BENCH_MAX_N:-4096}
-		TS_APPEND="intel_iommu=on $iommu ts_params=bench=1:bench_reps=$reps:bench_max_n=$maxn"
+		TS_APPEND="$iommu ts_params=bench=1:bench_reps=$reps:bench_max_n=$maxn"
 		TS_EXPECT_API=$api TS_SMP=2 TS_SUMMARIES="" TS_EXAMPLE=0
 		# BENCH_ICOUNT=1: a guest ns is one instruction (ts_cfg_accel);
 		# one vCPU, as under -icount all vCPUs share one host thread
@@ -485,7 +518,9 @@ ts_config() {
 	[ "$TS_KERNEL_NAME" = 7.3 ] && [ -n "$TS_SUMMARIES" ] &&
 		TS_SUMMARIES="$TS_SUMMARIES|fidelity cases"
 	# 7.3's Intel driver no longer grants reads to DMA_FROM_DEVICE maps
-	[ "$TS_KERNEL_NAME" = 7.3 ] && [ "$wo" = 0 ] && wo=1
+	# (io-pgtable-arm's stage 1 still has no write-only permission)
+	[ "$TS_KERNEL_NAME" = 7.3 ] && [ "$TS_ARCH" = amd64 ] &&
+		[ "$wo" = 0 ] && wo=1
 	# the neighbour race needs two vCPUs; with one it says skip
 	[ "$TS_SMP" -lt 2 ] && TS_SUMMARIES=$(printf '%s' "$TS_SUMMARIES" |
 		sed 's/|neighbour rounds//; s/|link racing destroy//; s/|detach races//; s/|unlink racing link//; s/|hmm bitmap races//')
@@ -539,10 +574,17 @@ ts_config() {
 	*) TS_APPEND="$TS_APPEND ts_params=hw_dma_bits=$TS_EDU_BITS:write_only=$wo" ;;
 	esac
 	[ "$TS_P2P" = 1 ] && TS_APPEND="$TS_APPEND:p2p=1"
+	[ -n "$fpw" ] && TS_APPEND="$TS_APPEND:faults_per_window=$fpw"
 	return 0
 }
 
-TS_CONFIGS_ALL="intel intel-lazy intel-cm intel-group amd intel-pt none intel@6.12 intel-group@6.12 virtio@6.12 amd@6.12 intel-pt@6.12 none@6.12 intel@7.3 intel-lazy@7.3 amd@7.3 virtio@7.3 odp-intel odp-intel-lazy odp-amd odp-intel-pt odp-none odp-intel@6.12 odp-amd@6.12 odp-intel-pt@6.12 odp-none@6.12 arm64-smmu arm64-pt arm64-none arm64-smmu-lazy@6.12 arm64-virtio@6.12 arm64-smmu-16k@6.12"
+# every arm64 cell (run-tests.sh arm64): Debian's 6.1, 6.12 and 7.3 arm64
+# kernels behind an SMMUv3, strict and lazy; virtio-iommu (6.12, 7.3); the
+# 16 KiB-page kernels (6.12, 7.3); passthrough and no IOMMU (6.1)
+TS_CONFIGS_ARM64="arm64-smmu arm64-smmu-lazy arm64-smmu@6.12 arm64-smmu-lazy@6.12 arm64-smmu@7.3 arm64-smmu-lazy@7.3 arm64-virtio@6.12 arm64-virtio@7.3 arm64-smmu-16k@6.12 arm64-smmu-16k@7.3 arm64-pt arm64-none"
+# the full suite's cells: of arm64's, the kernels' and IOMMUs' spread that
+# fits the suite's time
+TS_CONFIGS_ALL="intel intel-lazy intel-cm intel-group amd intel-pt none intel@6.12 intel-group@6.12 virtio@6.12 amd@6.12 intel-pt@6.12 none@6.12 intel@7.3 intel-lazy@7.3 amd@7.3 virtio@7.3 odp-intel odp-intel-lazy odp-amd odp-intel-pt odp-none odp-intel@6.12 odp-amd@6.12 odp-intel-pt@6.12 odp-none@6.12 arm64-smmu arm64-pt arm64-none arm64-smmu-lazy@6.12 arm64-virtio@6.12 arm64-smmu-16k@6.12 arm64-smmu@7.3 arm64-smmu-16k@7.3"
 
 # The accelerator of every guest the harness boots: KVM where it works,
 # TCG where it does not. The probe opens $TS_KVM_DEV (default /dev/kvm)
@@ -637,16 +679,16 @@ ts_cfg_accel() {
 	ts_config "$1" || ts_die "unknown configuration $1"
 	ts_accel_init
 	TS_CFG_ACCEL=$TS_ACCEL
-	if [ "$TS_ARCH" != amd64 ] && [ "$(uname -m)" = x86_64 ]; then
-		TS_CFG_ACCEL=tcg
-		echo "tcg ($TS_ARCH guest on an x86_64 host)"
-	elif [ -n "$TS_CFG_ICOUNT" ]; then
+	if [ -n "$TS_CFG_ICOUNT" ]; then
 		TS_CFG_ACCEL=tcg
 		case "$TS_CFG_ICOUNT" in
 		shift=0,*)
 			echo "icount (TCG under -icount shift=0: one ns of guest time per instruction)" ;;
 		*)	echo "tcg (-icount: TCG only)" ;;
 		esac
+	elif [ "$TS_ARCH" != amd64 ] && [ "$(uname -m)" = x86_64 ]; then
+		TS_CFG_ACCEL=tcg
+		echo "tcg ($TS_ARCH guest on an x86_64 host)"
 	else
 		echo "$TS_CFG_ACCEL"
 	fi
@@ -724,7 +766,7 @@ ts_boot_once() {
 	local icount=()
 	ts_config "$cfg" || ts_die "unknown configuration $cfg"
 	krel=$(ts_kernel_for "$TS_KERNEL_NAME$TS_KSUFFIX")
-	if [ "$TS_KERNEL_NAME" = 7.3 ]; then
+	if [ "$TS_KERNEL_NAME" = 7.3 ] && [ "$TS_ARCH" = amd64 ]; then
 		vmlinuz=$(ts_native_vmlinuz)
 	else
 		vmlinuz=$(ts_kernel_vmlinuz "$krel" ||
@@ -879,14 +921,18 @@ ts_parse() {
 		# upstream WARNs on some inputs the fidelity cases give it
 		if (line == "# expect-warn begin") { warnwin = 1; next }
 		if (line == "# expect-warn end") { warnwin = 0; next }
-		if (line ~ /^# dmar-window begin/) { window = 1; faults = 0 }
+		if (line ~ /^# dmar-window begin/) { window = 1; faults = 0; cur = 1 }
+		# an SMMUv3 logs an event per 4 bytes: one per attempt counts
+		if (line ~ /^# fault-attempt /) cur = 0
 		if (line ~ /^# dmar-window end expected=/) {
 			window = 0; expected = line; sub(/.*expected=/, "", expected)
 			dmar_checked = 1
 		}
 		next
 	}
-	/DMAR: \[DMA (Read|Write)/ && window { faults++ }
+	/DMAR: \[DMA (Read|Write)/ && window && dmar == 1 { faults++ }
+	/arm-smmu-v3 [^ ]*: event 0x[0-9a-f]+ received/ && window &&
+	    dmar == "smmu" && !cur { faults++; cur = 1 }
 	/^twostep-check: / {
 		sub(/\r$/, "")
 		if ($2 == "ok") { pass++; mark = "ok  " } else { fail++; mark = "FAIL" }
@@ -971,8 +1017,10 @@ ts_parse() {
 			if (ok) pass++; else fail++
 		}
 		if (dmar && dmar_checked) {
-			printf "  %-9s %s dmar_faults_reported (expected %d, guest logged %d)\n", cfg,
-				(faults == expected ? "ok  " : "FAIL"), expected, faults
+			printf "  %-9s %s %s (expected %d, guest logged %d)\n", cfg,
+				(faults == expected ? "ok  " : "FAIL"),
+				(dmar == "smmu" ? "smmu_events_reported" : "dmar_faults_reported"),
+				expected, faults
 			if (faults == expected) pass++; else fail++
 		}
 		printf "%d %d %d\n", pass, fail + infra, skip

@@ -94,6 +94,51 @@ ts_native_setup() {
 	TS_KREL_NATIVE=$(cat "$TS_CHROOT/twostep-kernel/release")
 }
 
+# Debian 13 backports' kernel for arm64, FLAVOUR arm64 or arm64-16k: its
+# image, modules and headers are fetched into the cache as Debian 12's are
+# (kernels.sh), and modules are built against its headers in the Debian 13
+# chroot, whose kbuild and gcc-14 cross compiler need Debian 13's C
+# library: the headers are copied in once (the common half is the amd64
+# kernel's own where the versions agree: it is one package for every
+# architecture). Prints its release.
+ts_native_arm64_setup() {
+	local krel deps src d log
+	ts_native_setup
+	krel=$(ts_kernel_fetch trixie-backports arm64 "$1") || exit 1
+	if [ ! -f "$TS_CHROOT/.twostep-$krel" ]; then
+		log=$TS_CHROOT.log
+		deps=$(ts_apt trixie-arm64 cache show --no-all-versions \
+			"linux-headers-$krel" 2>/dev/null |
+			sed -n 's/^Depends: //p' | head -n 1 |
+			grep -o 'linux-kbuild-[^ ,]*')
+		ts_log "Debian 13 chroot: adding the arm64 cross compiler and $krel's headers"
+		if ! ts_chroot "$TS_CHROOT" sh -ec '
+			apt-get update -qq
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+				--no-install-recommends gcc-14-aarch64-linux-gnu '"$deps"'
+			apt-get clean' >>"$log" 2>&1; then
+			tail -n 20 "$log" >&2
+			ts_die "installing the arm64 cross compiler in the Debian 13 chroot failed"
+		fi
+		src=$(ts_kernel_root "$krel")/usr/src
+		for d in "$src"/linux-headers-*; do
+			[ -e "$TS_CHROOT/usr/src/${d##*/}" ] ||
+				cp -a "$d" "$TS_CHROOT/usr/src/"
+		done
+		# kernels.sh pointed the include at the cache: back to /usr/src
+		sed -i "s|^include $src/|include /usr/src/|" \
+			"$TS_CHROOT/usr/src/linux-headers-$krel/Makefile"
+		touch "$TS_CHROOT/.twostep-$krel"
+	fi
+	echo "$krel"
+}
+
+# Whether release KREL is built for in the Debian 13 chroot.
+ts_native_built() {
+	[ "$1" = "${TS_KREL_NATIVE:-}" ] ||
+		[ -f "${TS_CHROOT:-/nonexistent}/.twostep-$1" ]
+}
+
 # Where the native kernel's modules tree is (for modprobe -d / modinfo -b)
 # and its vmlinuz.
 ts_native_modbase() {
@@ -124,11 +169,12 @@ ts_native_stage() {
 	(cd "$TS_ROOT" && cp -a "$@" "$dir/")
 }
 
-# make in the chroot's build directory's NAME against the native kernel's
-# headers: ts_native_make NAME LOG [make arguments...]
+# make in the chroot's build directory's NAME against the headers of
+# release KREL (the native kernel's when empty):
+# ts_native_make NAME LOG KREL [make arguments...]
 ts_native_make() {
-	local name=$1 log=$2
-	shift 2
+	local name=$1 log=$2 krel=${3:-$TS_KREL_NATIVE}
+	shift 3
 	ts_chroot "$TS_CHROOT" make -C "$(ts_native_build_dir)/$name" \
-		KDIR="/usr/src/linux-headers-$TS_KREL_NATIVE" "$@" >"$log" 2>&1
+		KDIR="/usr/src/linux-headers-$krel" "$@" >"$log" 2>&1
 }

@@ -23,7 +23,7 @@ set -euo pipefail
 . "$(dirname "$0")/debcheck.sh"
 . "$(dirname "$0")/hosts.sh"
 
-TS_TIERS="harness static $TS_CONFIGS_ALL bench-smoke dkms dkms13 debcheck host13 user"
+TS_TIERS="harness static $TS_CONFIGS_ALL bench-smoke bench-smoke-arm64 dkms dkms13 debcheck host13 user"
 
 usage() {
 	cat <<'EOF'
@@ -31,11 +31,13 @@ usage: qemu/run-tests.sh [tier...] [--help]
 
 The test suite; with no tier, all of them: harness, static, every guest
 configuration (intel, amd, virtio@6.12, intel@7.3, odp-intel, ...; see
-TS_CONFIGS_ALL in qemu/lib.sh), bench-smoke, dkms, dkms13, debcheck,
+TS_CONFIGS_ALL in qemu/lib.sh), bench-smoke, bench-smoke-arm64, dkms, dkms13, debcheck,
 host13 (the harness tier and intel-lazy run by a copy of the suite in a
 Debian 13 root) and user (the harness tier and none run by a copy of the
 suite as a normal user). Names given run those only, e.g. "qemu/run-tests.sh
-static harness" (no guest) or "qemu/run-tests.sh intel none". Every run
+static harness" (no guest) or "qemu/run-tests.sh intel none"; "arm64" runs
+every arm64 cell (TS_CONFIGS_ARM64 in qemu/lib.sh; the full suite runs a
+subset). Every run
 ends with the host-footprint check: no package, and nothing under /boot,
 /lib/modules, /usr/src or /etc/apt, changed after the host packages went
 in (the guests' kernels are fetched into ~/.cache/twostep).
@@ -57,7 +59,12 @@ EOF
 
 case " $* " in *" -h "*|*" --help "*) usage; exit 0 ;; esac
 configs=${*:-$TS_TIERS}
-quick=() flows=() static=0 harness=0 bench=0 debcheck=0 host13=0 user=0 kernels=""
+# arm64: every arm64 cell, those the full suite leaves out included
+configs=$(for c in $configs; do
+		if [ "$c" = arm64 ]; then echo "$TS_CONFIGS_ARM64"; else echo "$c"; fi
+	done)
+quick=() flows=() static=0 harness=0 bench=0 bench_arm64=0 debcheck=0
+host13=0 user=0 kernels=""
 need_kernel() {
 	case " $kernels " in *" $1 "*) ;; *) kernels="$kernels $1" ;; esac
 }
@@ -81,9 +88,13 @@ for c in $configs; do
 		bench=1
 		need_kernel 7.3
 		need_kernel 6.1
+	elif [ "$c" = bench-smoke-arm64 ]; then
+		# make bench BENCH_ARCH=arm64 (7.3 behind the SMMUv3)
+		bench_arm64=1
+		need_kernel 7.3/arm64
 	else
 		ts_config "$c" ||
-			ts_die "unknown configuration '$c' (have: $TS_TIERS)"
+			ts_die "unknown configuration '$c' (have: $TS_TIERS arm64 $TS_CONFIGS_ARM64)"
 		quick+=("$c")
 		need_kernel "$TS_KERNEL_NAME$TS_KSUFFIX"
 	fi
@@ -91,9 +102,11 @@ done
 [ "$static" = 1 ] && [ -z "$kernels" ] && kernels=6.1
 # guests to boot; bench-smoke is make bench's pipeline (ts_bench_run), this
 # small to take a couple of minutes under TCG, once on 7.3 (its default) and
-# once with BENCH_KERNEL=6.1, into $TS_RESULTS/bench-smoke[@6.1]
+# once with BENCH_KERNEL=6.1, into $TS_RESULTS/bench-smoke[@6.1], and
+# bench-smoke-arm64 with BENCH_ARCH=arm64
 boots=("${quick[@]}")
 [ "$bench" = 1 ] && boots+=(bench-smoke bench-smoke@6.1)
+[ "$bench_arm64" = 1 ] && boots+=(bench-smoke-arm64)
 # the suite in a Debian 13 root and as a user (hosts.sh), jobs of the pool
 [ "$host13" = 1 ] && boots+=(host13)
 [ "$user" = 1 ] && boots+=(user)
@@ -106,12 +119,12 @@ mkdir -p "$TS_RESULTS"
 # every host package the run uses, first: the host is then what the run
 # must leave as it found it (the footprint check at the end)
 pkgs=$TS_HOST_PACKAGES
-[ "$bench" = 1 ] && pkgs="$pkgs gnuplot-nox"
+[ "$bench" = 1 ] || [ "$bench_arm64" = 1 ] && pkgs="$pkgs gnuplot-nox"
 [ "$static" = 1 ] && pkgs="$pkgs sparse"
 if [ ${#flows[@]} -gt 0 ] || [ "$debcheck" = 1 ]; then
 	pkgs="$pkgs $TS_MAIN_PACKAGES"
 fi
-case " $kernels " in *" 7.3 "*) pkgs="$pkgs mmdebstrap" ;; esac
+case " $kernels " in *" 7.3"*) pkgs="$pkgs mmdebstrap" ;; esac
 case " $kernels " in *"/arm64"*) pkgs="$pkgs $(ts_arch_packages arm64)" ;; esac
 [ "$host13" = 1 ] && pkgs="$pkgs mmdebstrap"
 # shellcheck disable=SC2086 # a list of packages
@@ -120,7 +133,7 @@ ts_host_state >"$TS_RESULTS/host-before"
 ts_install_deps
 # resolve (and fetch) the backports kernel once, before any subshell
 case " $kernels " in *" 6.12 "*) TS_KREL_BACKPORTS=$(ts_kernel_for 6.12) ;; esac
-case " $kernels " in *" 7.3 "*) ts_native_setup ;; esac
+case " $kernels " in *" 7.3"*) ts_native_setup ;; esac
 # the accelerator of every guest of the run, probed once (the main job's
 # flows inherit it) with the newest kernel fetched
 if [ ${#boots[@]} -gt 0 ] || [ ${#flows[@]} -gt 0 ]; then
@@ -155,9 +168,13 @@ report() {
 	echo "   $1: $TALLY (host CPU $(ts_cpu "$1") s)"
 }
 
-# The kernel of a bench-smoke tier: bench-smoke (7.3) or bench-smoke@K.
+# The kernel of a bench-smoke tier: bench-smoke (7.3) or bench-smoke@K,
+# and its architecture: bench-smoke-arm64 is arm64's.
 bench_tier_kernel() {
 	case "$1" in *@*) echo "${1#*@}" ;; *) echo 7.3 ;; esac
+}
+bench_tier_arch() {
+	case "$1" in bench-smoke-arm64*) echo arm64 ;; *) echo amd64 ;; esac
 }
 
 # Whether a bench-smoke tier runs make bench's BENCH_ICOUNT=1: the one on
@@ -170,11 +187,13 @@ bench_tier_icount() {
 # guest's cases and figures (ts_bench_smoke_checks), then the files it
 # wrote. Switches the benchmark's kernel to the tier's.
 bench_report() {
-	local mode cfg rc bench_dir=$TS_RESULTS/$1 TS_BENCH_ICOUNT
+	local mode cfg rc bench_dir=$TS_RESULTS/$1 TS_BENCH_ICOUNT TS_BENCH_ARCH
+	local tier=$1
+	TS_BENCH_ARCH=$(bench_tier_arch "$1")
 	ts_bench_kernel "$(bench_tier_kernel "$1")"
 	TS_BENCH_ICOUNT=$(bench_tier_icount "$1")
 	shift
-	echo "== bench-smoke on $TS_BENCH_KERNEL (make bench's pipeline: $TS_BENCH_MODES, $TS_BENCH_REPS repetitions, N <= $TS_BENCH_MAX_N$([ "$TS_BENCH_ICOUNT" = 1 ] && echo ", BENCH_ICOUNT=1"); exit $1, log: $bench_dir/pipeline.log)"
+	echo "== $tier on $(ts_bench_kname) (make bench's pipeline: $TS_BENCH_MODES, $TS_BENCH_REPS repetitions, N <= $TS_BENCH_MAX_N$([ "$TS_BENCH_ICOUNT" = 1 ] && echo ", BENCH_ICOUNT=1"); exit $1, log: $bench_dir/pipeline.log)"
 	for mode in $TS_BENCH_MODES; do
 		cfg=$(ts_bench_cfg "$mode")
 		rc=$(cat "$TS_RESULTS/$cfg.rc" 2>/dev/null || echo 255)
@@ -346,10 +365,11 @@ if [ ${#boots[@]} -gt 0 ]; then
 			( rc=0; "ts_${c}_run" >"$TS_RESULTS/$c.out" 2>&1 ||
 				rc=$?
 			echo "$rc" >"$TS_RESULTS/$c.rc" ) &
-		elif [ "${c%@*}" = bench-smoke ]; then
+		elif [[ "${c%@*}" == bench-smoke* ]]; then
 			mkdir -p "$TS_RESULTS/$c"
 			# shellcheck disable=SC2086 # a list of modes
-			( rc=0; ts_bench_kernel "$(bench_tier_kernel "$c")"
+			( rc=0; TS_BENCH_ARCH=$(bench_tier_arch "$c")
+			ts_bench_kernel "$(bench_tier_kernel "$c")"
 			TS_BENCH_ICOUNT=$(bench_tier_icount "$c")
 			ts_bench_run "$TS_RESULTS/$c" $TS_BENCH_MODES \
 				>"$TS_RESULTS/$c/pipeline.log" 2>&1 || rc=$?
@@ -364,7 +384,7 @@ if [ ${#boots[@]} -gt 0 ]; then
 		rc=$(cat "$TS_RESULTS/$c.rc" 2>/dev/null || echo 255)
 		if [ "$c" = host13 ] || [ "$c" = user ]; then
 			sub_report "$c" "$rc"
-		elif [ "${c%@*}" = bench-smoke ]; then
+		elif [[ "${c%@*}" == bench-smoke* ]]; then
 			bench_report "$c" "$rc"
 		else
 			report "$c" "$rc"

@@ -106,7 +106,7 @@ ts_static_checks() {
 ts_static_native_names() {
 	local log=$TS_RESULTS/static-native.log
 	ts_native_stage names qemu/names include
-	if ts_native_make names/names "$log" \
+	if ts_native_make names/names "$log" "" \
 		KCFLAGS="-Werror -I$(ts_native_build_dir)/names/include -DTS_EXPECT_NATIVE=1" &&
 		! grep -q -E 'warning|error' "$log"; then
 		printf '  %-9s ok   %s\n' static \

@@ -42,6 +42,7 @@
  * @bench_max_n: largest number of pages benchmarked
  * @bench_mask: benchmark methods to run
  * @write_only: 1 the IOMMU driver enforces write-only mappings, 0 not, -1 ?
+ * @faults_per_window: blocked accesses the security case makes per 5 s
  * @large_range: bytes of the largest range case
  * @neighbour_rounds: rounds of each thread of the neighbour race case
  * @backends: implementations the fidelity cases run against
@@ -69,6 +70,7 @@ struct ts {
 	unsigned int bench_max_n;
 	unsigned int bench_mask;
 	int write_only;
+	unsigned int faults_per_window;
 	unsigned long large_range;
 	unsigned int neighbour_rounds;
 	unsigned int backends;

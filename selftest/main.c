@@ -71,6 +71,11 @@ module_param(write_only, int, 0444);
 MODULE_PARM_DESC(write_only,
 		 "1: the IOMMU driver enforces write-only mappings, 0: it does not (Intel), -1: unknown");
 
+static uint faults_per_window = 3;
+module_param(faults_per_window, uint, 0444);
+MODULE_PARM_DESC(faults_per_window,
+		 "blocked accesses the security case makes per 5 s, the IOMMU driver's fault log's rate limit (3: Intel, three lines a fault; 1: an SMMUv3, an event per 4 bytes)");
+
 static ulong large_range = 64UL << 30;
 module_param(large_range, ulong, 0444);
 MODULE_PARM_DESC(large_range, "bytes of the largest range case (0: skip it)");
@@ -140,6 +145,7 @@ static int __init twostep_selftest_init(void)
 	t.peer = edu_get(1);
 	t.expect_api = expect_api;
 	t.write_only = write_only;
+	t.faults_per_window = max(faults_per_window, 1U);
 	t.large_range = large_range;
 	t.neighbour_rounds = neighbour_rounds;
 	t.p2p = p2p;
