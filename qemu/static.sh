@@ -137,6 +137,7 @@ ts_harness_check() {
 ts_harness_checks() {
 	local pass=0 fail=0
 	ts_harness_console
+	ts_harness_smmu_events
 	ts_harness_accel
 	ts_harness_bench_compare
 	ts_harness_docs
@@ -262,6 +263,49 @@ ts_harness_console() {
 		printf '%s\n' "$out" | tail -n 1)
 	ts_harness_check "$([ "$got" = "$want" ] && echo 1)" \
 		console_replay_read_once "read $got"
+}
+
+# The SMMUv3 cells' fault count, on made-up arm64-smmu consoles of three
+# blocked accesses: an attempt's many events count once, one attempt
+# without an event fails the check, events before the first mark count
+# for none.
+ts_harness_smmu_events() {
+	local dir out k got=""
+	dir=$(mktemp -d)
+	for k in all one_missing; do
+		{
+		printf '%s\n' 'twostep-harness: begin' \
+			'[ 1.0] twostep_selftest: twostep-ktap: KTAP version 1' \
+			'[ 1.0] twostep_selftest: twostep-ktap: 1..1' \
+			'[ 1.1] twostep_selftest: twostep-ktap: # dmar-window begin' \
+			'[ 1.1] arm-smmu-v3 9050000.smmuv3: event 0x10 received:'
+		printf '%s\n' \
+			'[ 1.2] twostep_selftest: twostep-ktap: # fault-attempt 1'
+		for _ in 1 2 3; do
+			printf '%s\n' \
+				'[ 1.2] arm-smmu-v3 9050000.smmuv3: event 0x13 received:' \
+				'[ 1.2] arm-smmu-v3 9050000.smmuv3: 	0x0000000800000013'
+		done
+		printf '%s\n' \
+			'[ 1.3] twostep_selftest: twostep-ktap: # fault-attempt 2' \
+			'[ 1.3] arm-smmu-v3 9050000.smmuv3: event 0x10 received:' \
+			'[ 1.4] twostep_selftest: twostep-ktap: # fault-attempt 3'
+		[ "$k" = all ] && printf '%s\n' \
+			'[ 1.4] arm-smmu-v3 9050000.smmuv3: event 0x10 received:'
+		printf '%s\n' \
+			'[ 1.5] twostep_selftest: twostep-ktap: # dmar-window end expected=3' \
+			'[ 1.5] twostep_selftest: twostep-ktap: ok 1 security' \
+			'twostep-harness: selftest rc=0' 'twostep-harness: end'
+		} >"$dir/arm64-smmu.log"
+		: >"$dir/arm64-smmu.qemu.log"
+		out=$(TS_RESULTS=$dir TWOSTEP_CASES=any ts_parse arm64-smmu 0)
+		got="$got$(printf '%s\n' "$out" |
+			sed -n 's/.*\(ok  \|FAIL\) smmu_events_reported (expected \([0-9]*\), guest logged \([0-9]*\)).*/\1 \2 \3/p' |
+			tr -s ' ');"
+	done
+	rm -rf "$dir"
+	ts_harness_check "$([ "$got" = "ok 3 3;FAIL 3 2;" ] && echo 1)" \
+		smmu_events_one_per_attempt "read $got"
 }
 
 # How the harness picks the accelerator (ts_accel_init and ts_boot_once in

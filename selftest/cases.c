@@ -161,7 +161,8 @@ static int case_attach(struct ts *t)
 	ts_diag("reserved %llu MiB in %u chunk(s), granule %lu, grown in %llu us",
 		s.reserved >> 20, s.chunks, s.granule, s.grow_ns / 1000);
 	TS_EXPECT(t, s.reserved >= SZ_64M, "reserved %llu", s.reserved);
-	TS_EXPECT(t, s.granule == PAGE_SIZE, "granule %lu", s.granule);
+	TS_EXPECT(t, s.granule == PAGE_SIZE / ts_gpp(t), "granule %lu",
+		  s.granule);
 	ret = twostep_attach(t->dev, 0, 0);
 	TS_EXPECT(t, ret == -EBUSY, "second attach: %d", ret);
 	for (i = 0; !twostep_get_chunk(t->dev, i, &start, &len); i++) {
@@ -513,7 +514,7 @@ static int case_unlink_relink(struct ts *t)
 	twostep_iova_unlink(t->dev, &m.st, lo * PAGE_SIZE, cnt * PAGE_SIZE,
 			    DMA_BIDIRECTIONAL, 0);
 	ts_stats(t, &s1);
-	TS_EXPECT(t, s1.linked_granules == s0.linked_granules - cnt,
+	TS_EXPECT(t, s1.linked_granules == s0.linked_granules - cnt * ts_gpp(t),
 		  "linked granules %lu -> %lu", s0.linked_granules,
 		  s1.linked_granules);
 	TS_EXPECT(t, s1.misuse == s0.misuse, "unlink refused");

@@ -207,6 +207,21 @@ struct iommu_domain *ts_domain(struct ts *t)
 	return iommu_get_domain_for_dev(t->dev);
 }
 
+/*
+ * IOMMU granules per CPU page: 1, or more where the domain's smallest page
+ * (the DMA API's granule) is below PAGE_SIZE, as 16 KiB pages over a
+ * 4 KiB granule. The cases count pages; twostep's statistics granules.
+ */
+unsigned long ts_gpp(struct ts *t)
+{
+	struct iommu_domain *d = ts_domain(t);
+	unsigned long granule = PAGE_SIZE;
+
+	if (d && d->pgsize_bitmap)
+		granule = 1UL << __ffs(d->pgsize_bitmap);
+	return granule < PAGE_SIZE ? PAGE_SIZE / granule : 1;
+}
+
 /* Number of granules of [addr, addr + size) the IOMMU still translates. */
 unsigned int ts_mapped_pages(struct ts *t, dma_addr_t addr,
 			     size_t size)

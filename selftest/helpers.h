@@ -52,6 +52,7 @@ struct device *ts_dev_without_iommu(struct ts *t);
 u64 ts_too_large(struct ts *t);
 bool ts_in_chunks(struct device *dev, dma_addr_t addr, size_t size);
 struct iommu_domain *ts_domain(struct ts *t);
+unsigned long ts_gpp(struct ts *t);
 unsigned int ts_mapped_pages(struct ts *t, dma_addr_t addr,
 			     size_t size);
 void ts_pages_put(struct ts_pages *p);

@@ -627,7 +627,7 @@ static int case_hmm_refault(struct ts *t)
 	odp_case_stats(t, &s1);
 	if (t->api)
 		TS_EXPECT(t, s1.linked_granules == s0.linked_granules +
-			  ODP_CASE_PAGES, "linked %lu -> %lu",
+			  ODP_CASE_PAGES * ts_gpp(t), "linked %lu -> %lu",
 			  s0.linked_granules, s1.linked_granules);
 	odp_case_write_check(t, c, addr, uaddr, t->seed);
 
