@@ -31,7 +31,8 @@ usage: qemu/run-tests.sh [tier...] [--help]
 
 The test suite; with no tier, all of them: harness, static, every guest
 configuration (intel, amd, virtio@6.12, intel@7.3, odp-intel, ...; see
-TS_CONFIGS_ALL in qemu/lib.sh), bench-smoke, bench-smoke-arm64, dkms, dkms13, debcheck,
+TS_CONFIGS_ALL in qemu/lib.sh), bench-smoke, bench-smoke-arm64, dkms,
+dkms13, debcheck,
 host13 (the harness tier and intel-lazy run by a copy of the suite in a
 Debian 13 root) and user (the harness tier and none run by a copy of the
 suite as a normal user). Names given run those only, e.g. "qemu/run-tests.sh
