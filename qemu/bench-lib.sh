@@ -8,9 +8,12 @@
 # The guest kernel of the benchmark: 7.3 (Debian 13 backports, whose own
 # dma_iova_* is timed beside twostep) by default, or 6.1 / 6.12; its
 # architecture TS_BENCH_ARCH: amd64 (the Intel vIOMMU, the default) or
-# arm64 (the virt machine's SMMUv3). ts_bench_kernel K sets the kernel and
+# arm64 (the virt machine's SMMUv3). ts_bench_kernel K sets the kernel,
 # the methods its guest times, in the self-test's order (the trace's phase
-# markers carry the index).
+# markers carry the index), and what follows from the architecture: the
+# kernel's name for ts_kernel_for (TS_BENCH_KNAME), the configurations'
+# prefix, every mode (caching mode is the Intel vIOMMU's), QEMU, the IOMMU
+# in words and the trace events its invalidations are counted from.
 TS_BENCH_ARCH=${TS_BENCH_ARCH:-amd64}
 case "$TS_BENCH_ARCH" in
 amd64|arm64) ;;
@@ -21,6 +24,17 @@ ts_bench_kernel() {
 	TS_BENCH_METHODS="twostep twostep_unlink classic classic_sg floor_map_pages floor_contig twostep_contig"
 	if [ "$TS_BENCH_KERNEL" = 7.3 ]; then
 		TS_BENCH_METHODS="$TS_BENCH_METHODS native native_unlink native_contig"
+	fi
+	if [ "$TS_BENCH_ARCH" = arm64 ]; then
+		TS_BENCH_KNAME=$1/arm64 TS_BENCH_PREFIX=bench-arm64
+		TS_BENCH_MODES_ALL="strict lazy pt"
+		TS_BENCH_QEMU=qemu-system-aarch64 TS_BENCH_IOMMU="SMMUv3 (arm64)"
+		TS_BENCH_INVAL_EVENTS="smmuv3 TLB invalidation commands (smmuv3_*range_inval, smmuv3_cmdq_tlbi_*)"
+	else
+		TS_BENCH_KNAME=$1 TS_BENCH_PREFIX=bench
+		TS_BENCH_MODES_ALL="strict lazy cm pt"
+		TS_BENCH_QEMU=qemu-system-x86_64 TS_BENCH_IOMMU="Intel vIOMMU"
+		TS_BENCH_INVAL_EVENTS="vtd_inv_desc_iotlb_*"
 	fi
 }
 ts_bench_kernel "${TS_BENCH_KERNEL:-7.3}"
@@ -40,51 +54,17 @@ ts_bench_sizes() {
 }
 
 # The configuration of benchmark MODE on TS_BENCH_KERNEL and
-# TS_BENCH_ARCH, and the kernel's name (ts_kernel_for).
+# TS_BENCH_ARCH.
 ts_bench_cfg() {
-	local name=bench-$1
-	[ "$TS_BENCH_ARCH" = arm64 ] && name=bench-arm64-$1
 	if [ "$TS_BENCH_KERNEL" = 6.1 ]; then
-		echo "$name"
+		echo "$TS_BENCH_PREFIX-$1"
 	else
-		echo "$name@$TS_BENCH_KERNEL"
-	fi
-}
-ts_bench_kname() {
-	if [ "$TS_BENCH_ARCH" = arm64 ]; then
-		echo "$TS_BENCH_KERNEL/arm64"
-	else
-		echo "$TS_BENCH_KERNEL"
-	fi
-}
-# The modes of a benchmark run: all but caching-mode (an Intel vIOMMU
-# setting) on arm64.
-ts_bench_modes_default() {
-	if [ "$TS_BENCH_ARCH" = arm64 ]; then
-		echo "strict lazy pt"
-	else
-		echo "strict lazy cm pt"
+		echo "$TS_BENCH_PREFIX-$1@$TS_BENCH_KERNEL"
 	fi
 }
 # The IOMMU's invalidations in QEMU's trace: the Intel vIOMMU's IOTLB
 # invalidation descriptors, the SMMUv3's TLB invalidation commands.
 TS_BENCH_INVAL_RE='^(vtd_inv_desc_iotlb_|smmuv3_(s1_)?range_inval|smmuv3_cmdq_tlbi_)'
-# The QEMU of the benchmark's guests.
-ts_bench_qemu() {
-	if [ "$TS_BENCH_ARCH" = arm64 ]; then
-		echo qemu-system-aarch64
-	else
-		echo qemu-system-x86_64
-	fi
-}
-# The IOMMU in words, for the plots and bench.md.
-ts_bench_iommu() {
-	if [ "$TS_BENCH_ARCH" = arm64 ]; then
-		echo "SMMUv3 (arm64)"
-	else
-		echo "Intel vIOMMU"
-	fi
-}
 
 # awk: hex("0x54...") is the number a QEMU trace line prints in hex (the
 # guest's phase markers).
@@ -508,7 +488,7 @@ set grid
 set xlabel 'N (scattered 4 KiB pages)'
 set ylabel 'ns per page (median)'
 set key outside right
-set multiplot layout 1,2 title 'twostep benchmark, $(ts_bench_iommu), $mode (QEMU $accel guest)'
+set multiplot layout 1,2 title 'twostep benchmark, $TS_BENCH_IOMMU, $mode (QEMU $accel guest)'
 set title 'map side'
 plot ${plots_map%, }
 set title 'unmap side'
@@ -558,7 +538,7 @@ set xlabel 'N (4 KiB pages)'
 set ylabel 'median / $ref median'
 set key outside right
 set object 1 rect from graph 0, first 1.0 to graph 1, first 1.2 behind fc rgb '#d0f0d0' fs solid 0.5 noborder
-set multiplot layout 1,2 title 'twostep / $ref, $(ts_bench_iommu), $mode (band: 1.0-1.2)'
+set multiplot layout 1,2 title 'twostep / $ref, $TS_BENCH_IOMMU, $mode (band: 1.0-1.2)'
 set title 'map side'
 plot ${plots_map%, }
 set title 'unmap side'
@@ -618,7 +598,7 @@ ts_bench_run() {
 		strict|lazy|pt) ;;
 		cm) [ "$TS_BENCH_ARCH" = amd64 ] ||
 			ts_die "caching mode is the Intel vIOMMU's: no cm on $TS_BENCH_ARCH" ;;
-		*) ts_die "unknown benchmark mode '$mode' (have: $(ts_bench_modes_default))" ;;
+		*) ts_die "unknown benchmark mode '$mode' (have: $TS_BENCH_MODES_ALL)" ;;
 		esac
 	done
 	ts_need_packages gnuplot-nox
@@ -647,7 +627,7 @@ ts_bench_run() {
 		ts_bench_work_rows "$cfg" >>"$work" || status=1
 	done
 
-	krel=$(ts_kernel_for "$(ts_bench_kname)")
+	krel=$(ts_kernel_for "$TS_BENCH_KNAME")
 	if ! {
 		echo "# twostep benchmark"
 		echo
@@ -655,11 +635,11 @@ ts_bench_run() {
 		echo
 		ts_bench_headline "$csv" "$work" "$@"
 		echo
-		echo "Debian $(cat /etc/debian_version) host, guest kernel $krel under QEMU $("$(ts_bench_qemu)" --version | head -n 1 | awk '{print $4}') $(ts_bench_accels "$csv" | paste -sd ' ' | tr 'a-z' 'A-Z') (the CSV's accel column), two vCPUs (the two-thread throughput uses both, the rest runs on one), edu device behind the $(ts_bench_iommu); ${TS_BENCH_REPS:-9} repetitions, N = $(ts_bench_sizes)."
+		echo "Debian $(cat /etc/debian_version) host, guest kernel $krel under QEMU $("$TS_BENCH_QEMU" --version | head -n 1 | awk '{print $4}') $(ts_bench_accels "$csv" | paste -sd ' ' | tr 'a-z' 'A-Z') (the CSV's accel column), two vCPUs (the two-thread throughput uses both, the rest runs on one), edu device behind the $TS_BENCH_IOMMU; ${TS_BENCH_REPS:-9} repetitions, N = $(ts_bench_sizes)."
 		if ts_bench_accels "$csv" | grep -qx icount; then
 			echo "Under -icount shift=0 (BENCH_ICOUNT=1) the guest's clock advances one ns per instruction executed: every figure in ns below is an instruction count, which TCG's cost of atomic operations and of the IOMMU's emulation does not distort. The guest has one vCPU then: no two-thread throughput."
 		fi
-		echo "Medians over the repetitions in ns per page; IOTLB invalidations counted from QEMU's $([ "$TS_BENCH_ARCH" = arm64 ] && echo "smmuv3 TLB invalidation commands (smmuv3_*range_inval, smmuv3_cmdq_tlbi_*)" || echo "vtd_inv_desc_iotlb_*") trace events per call of the phase (map: try_alloc + links + sync, or N x dma_map_page, ...; unmap: destroy, unlink + free, N x dma_unmap_page, ...)."
+		echo "Medians over the repetitions in ns per page; IOTLB invalidations counted from QEMU's $TS_BENCH_INVAL_EVENTS trace events per call of the phase (map: try_alloc + links + sync, or N x dma_map_page, ...; unmap: destroy, unlink + free, N x dma_unmap_page, ...)."
 		echo
 		echo "## Against the targets"
 		echo

@@ -36,9 +36,9 @@ mkdir -p "$TS_RESULTS"
 ts_install_deps
 ts_accel_init
 ts_log "$(ts_accel_line)"
-ts_use_kernel "$(ts_bench_kname)"
+ts_use_kernel "$TS_BENCH_KNAME"
 TS_ARCH=$TS_BENCH_ARCH
 ts_build_modules
 ts_build_initramfs
-# shellcheck disable=SC2046 # a list of modes
-ts_bench_run "$TS_RESULTS/bench" ${TS_BENCH_MODES:-$(ts_bench_modes_default)}
+# shellcheck disable=SC2086 # a list of modes
+ts_bench_run "$TS_RESULTS/bench" ${TS_BENCH_MODES:-$TS_BENCH_MODES_ALL}

@@ -337,6 +337,14 @@ ts_build_odp_test() {
 	fi
 }
 
+# An arm64 guest: QEMU's virt machine with an SMMUv3 (Cortex-A57; no EFI
+# ROM for a NIC), Debian's arm64 kernel; ts_config changes what differs.
+ts_arm64_guest() {
+	TS_ARCH=arm64 TS_QEMU_BIN=qemu-system-aarch64
+	TS_CONSOLE=ttyAMA0 TS_KSUFFIX=/arm64
+	TS_QEMU_ARGS=(-machine virt,iommu=smmuv3 -cpu cortex-a57 -nic none)
+}
+
 # QEMU and guest arguments of a configuration: sets TS_QEMU_ARGS (array),
 # TS_APPEND, TS_MEM (QEMU's -m), TS_EXPECT_API, TS_EXAMPLE (1: the example
 # driver runs after the self-test), TS_P2P (1: an ivshmem-plain device
@@ -429,36 +437,29 @@ ts_config() {
 		TS_QEMU_ARGS=(-machine q35)
 		TS_EXPECT_API=0 TS_EDU_BITS=40 TS_SUMMARIES="" ;;
 	arm64-*)
-		# arm64: QEMU's virt machine, Debian's arm64 kernels; no
-		# EFI ROM for a NIC. smmu: an Arm SMMUv3, strict or lazy;
+		# arm64 (ts_arm64_guest). smmu: an Arm SMMUv3, strict or lazy;
 		# pt: the SMMUv3 in passthrough; virtio: virtio-iommu (not
 		# built in 6.1's arm64 kernel); none: no IOMMU
-		TS_ARCH=arm64 TS_QEMU_BIN=qemu-system-aarch64
-		TS_CONSOLE=ttyAMA0 TS_KSUFFIX=/arm64
-		TS_QEMU_ARGS=(-machine virt,iommu=smmuv3 -cpu cortex-a57
-			-nic none)
+		ts_arm64_guest
 		# stage 1 of io-pgtable-arm has no write-only permission
 		TS_APPEND="iommu.strict=1" TS_EXPECT_API=1 wo=0
-		# the security case's blocked accesses, each an SMMU event
-		# in the guest's log (one attempt per rate limit window)
-		TS_DMAR=smmu fpw=1
 		case "$1" in
 		arm64-smmu) ;;
 		arm64-smmu-lazy) TS_APPEND="iommu.strict=0" ;;
 		arm64-smmu-16k)
-			# Debian's 16 KiB-page kernel: four granules of the
-			# SMMU's 4 KiB per CPU page; a CPU with 16 KiB pages
+			# Debian's 16 KiB-page kernel on a CPU with 16 KiB
+			# pages; the SMMUv3 offers a 16 KiB granule, the page
 			[ "$TS_KERNEL_NAME" = 6.1 ] && return 1
 			TS_KSUFFIX=/arm64-16k
 			TS_QEMU_ARGS=(-machine virt,iommu=smmuv3
 				-cpu max,pauth-impdef=on -nic none) ;;
 		arm64-pt)
 			TS_APPEND="iommu.passthrough=1"
-			TS_EXPECT_API=0 TS_SUMMARIES="" TS_DMAR=0 fpw="" ;;
+			TS_EXPECT_API=0 TS_SUMMARIES="" ;;
 		arm64-virtio)
 			[ "$TS_KERNEL_NAME" = 6.1 ] && return 1
 			TS_QEMU_ARGS=(-machine virt -cpu cortex-a57 -nic none
-				-device virtio-iommu-pci) wo=1 TS_DMAR=0 fpw="" ;;
+				-device virtio-iommu-pci) wo=1 ;;
 		arm64-virtio-16k)
 			# 16 KiB pages over virtio-iommu's 4 KiB granule (its
 			# page-size-mask, QEMU's target page, by default): a
@@ -466,14 +467,17 @@ ts_config() {
 			[ "$TS_KERNEL_NAME" = 6.1 ] && return 1
 			TS_KSUFFIX=/arm64-16k
 			TS_QEMU_ARGS=(-machine virt -cpu max,pauth-impdef=on
-				-nic none -device virtio-iommu-pci)
-			wo=1 TS_DMAR=0 fpw="" ;;
+				-nic none -device virtio-iommu-pci) wo=1 ;;
 		arm64-none)
 			TS_QEMU_ARGS=(-machine virt -cpu cortex-a57 -nic none)
 			TS_APPEND="" TS_EXPECT_API=0 TS_EDU_BITS=40
-			TS_SUMMARIES="" TS_DMAR=0 fpw="" ;;
+			TS_SUMMARIES="" ;;
 		*) return 1 ;;
-		esac ;;
+		esac
+		# behind an SMMUv3 the security case's blocked accesses are
+		# SMMU events in the guest's log, one attempt per rate limit
+		# window
+		case "$1" in arm64-smmu*) TS_DMAR=smmu fpw=1 ;; esac ;;
 	bench-strict|bench-lazy|bench-cm|bench-pt|bench-arm64-strict|\
 	bench-arm64-lazy|bench-arm64-pt)
 		# benchmark mode, QEMU tracing the IOTLB invalidations and
@@ -486,11 +490,9 @@ ts_config() {
 		local mode=${1##*-} cm=off iommu="iommu.strict=1" api=1
 		[ "$mode" = lazy ] && iommu="iommu.strict=0"
 		if [ "${1#bench-arm64-}" != "$1" ]; then
-			TS_ARCH=arm64 TS_QEMU_BIN=qemu-system-aarch64
-			TS_CONSOLE=ttyAMA0 TS_KSUFFIX=/arm64
+			ts_arm64_guest
 			[ "$mode" = pt ] && iommu="iommu.passthrough=1" api=0
-			TS_QEMU_ARGS=(-machine virt,iommu=smmuv3 -cpu cortex-a57
-				-nic none -trace "enable=smmuv3_*range_inval"
+			TS_QEMU_ARGS+=(-trace "enable=smmuv3_*range_inval"
 				-trace "enable=smmuv3_cmdq_tlbi_*")
 		else
 			[ "$mode" = cm ] && cm=on

@@ -194,7 +194,7 @@ bench_report() {
 	ts_bench_kernel "$(bench_tier_kernel "$1")"
 	TS_BENCH_ICOUNT=$(bench_tier_icount "$1")
 	shift
-	echo "== $tier on $(ts_bench_kname) (make bench's pipeline: $TS_BENCH_MODES, $TS_BENCH_REPS repetitions, N <= $TS_BENCH_MAX_N$([ "$TS_BENCH_ICOUNT" = 1 ] && echo ", BENCH_ICOUNT=1"); exit $1, log: $bench_dir/pipeline.log)"
+	echo "== $tier on $TS_BENCH_KNAME (make bench's pipeline: $TS_BENCH_MODES, $TS_BENCH_REPS repetitions, N <= $TS_BENCH_MAX_N$([ "$TS_BENCH_ICOUNT" = 1 ] && echo ", BENCH_ICOUNT=1"); exit $1, log: $bench_dir/pipeline.log)"
 	for mode in $TS_BENCH_MODES; do
 		cfg=$(ts_bench_cfg "$mode")
 		rc=$(cat "$TS_RESULTS/$cfg.rc" 2>/dev/null || echo 255)
