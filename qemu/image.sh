@@ -32,16 +32,51 @@ drivers/target drivers/spi drivers/pinctrl drivers/gpio drivers/misc
 drivers/power drivers/regulator drivers/crypto drivers/firewire
 drivers/pcmcia drivers/nfc drivers/atm net sound"
 
-# Select the Debian release (12 or 13): sets TS_DEBIAN, TS_IMAGE_SUITE and
-# TS_FLOW (the name of the flow's logs and verdict lines: dkms, dkms13).
+# Select the Debian release (12 or 13) and the architecture (amd64, the
+# default, or arm64): sets TS_DEBIAN, TS_IMAGE_SUITE, TS_IMAGE_ARCH and
+# TS_FLOW (the name of the flow's logs and verdict lines: dkms, dkms13,
+# dkms-arm64, dkms13-arm64).
 ts_image_select() {
 	case "$1" in
 	12|bookworm) TS_DEBIAN=12 TS_IMAGE_SUITE=bookworm TS_FLOW=dkms ;;
 	13|trixie) TS_DEBIAN=13 TS_IMAGE_SUITE=trixie TS_FLOW=dkms13 ;;
 	*) ts_die "unknown Debian release '$1' (have: 12 13)" ;;
 	esac
+	TS_IMAGE_ARCH=${2:-amd64}
+	case "$TS_IMAGE_ARCH" in
+	amd64) ;;
+	arm64) TS_FLOW=$TS_FLOW-arm64 ;;
+	*) ts_die "unknown architecture '$2' (have: amd64 arm64)" ;;
+	esac
 }
 ts_image_select 12
+
+# What the main job needs on the host for the selected image: an arm64
+# image adds QEMU for arm64 and debootstrap (ts_image_build_foreign).
+ts_image_host_packages() {
+	echo "$TS_MAIN_PACKAGES"
+	[ "$TS_IMAGE_ARCH" = amd64 ] || echo "qemu-system-arm debootstrap"
+}
+
+# The folder of the selected image in the cache, and whether it is whole.
+ts_image_dir() {
+	if [ "$TS_IMAGE_ARCH" = amd64 ]; then
+		echo "$TS_CACHE/debian$TS_DEBIAN-image-$(ts_image_key)"
+	else
+		echo "$TS_CACHE/debian$TS_DEBIAN-$TS_IMAGE_ARCH-image-$(ts_image_key_foreign)"
+	fi
+}
+ts_image_cached() { [ -f "$(ts_image_dir)/complete" ]; }
+
+# Build the selected image unless the cache has it (ts_image_build,
+# ts_image_build_foreign).
+ts_image_make() {
+	if [ "$TS_IMAGE_ARCH" = amd64 ]; then
+		ts_image_build
+	else
+		ts_image_build_foreign
+	fi
+}
 
 # "deb URI SUITE main" lines of the image: the suite, its -updates,
 # -security and -backports companions, at the URIs this machine's apt uses
@@ -155,6 +190,189 @@ ts_image_build() {
 	ts_log "VM image: ready at $TS_IMAGE ($(cat "$TS_IMAGE/kernel-release"), upgrade kernel $(cat "$TS_IMAGE/upgrade-release"))"
 }
 
+# Cache key of an image of another architecture (ts_image_build_foreign).
+ts_image_key_foreign() {
+	{
+		echo "$TS_IMAGE_SUITE $TS_IMAGE_ARCH $TS_IMAGE_PACKAGES $TS_IMAGE_SIZE"
+		# shellcheck disable=SC2086 # the folders on one line
+		echo $TS_IMAGE_EXCLUDE
+		ts_image_sources
+		declare -f ts_image_build_foreign ts_image_stage2_initramfs \
+			ts_image_sources
+		cat "$TS_ROOT/qemu/image-init" "$TS_ROOT/qemu/image-stage2"
+	} | sha256sum | cut -c1-16
+}
+
+# An image of another architecture than this host's (arm64), which this
+# host cannot run a program of: debootstrap's first stage downloads and
+# unpacks the packages here; the second stage runs in a guest of the
+# image's architecture under QEMU (TCG), booted from the cache's kernel of
+# the release for that architecture (kernels.sh) with a busybox initramfs
+# that mounts the disk and hands over to qemu/image-stage2; the image's
+# kernel, initrd and dpkg database come back on a second disk. The upgrade
+# kernel's packages are resolved against that dpkg database by the private
+# apt state of the release for that architecture, and downloaded here.
+# The image has ts_image_build's settings: dpkg's force-unsafe-io and
+# path-exclude, written before the second stage, and MODULES=dep, written
+# by image-stage2 after it (as ts_image_build's hook does after the
+# install: the image's own initrd is made with initramfs-tools' default).
+# Sets TS_IMAGE as ts_image_build does; progress goes to stderr.
+ts_image_build_foreign() {
+	local arch=$TS_IMAGE_ARCH uri tmp krel f rc=0 pkgs
+	TS_IMAGE=$(ts_image_dir)
+	if [ -f "$TS_IMAGE/complete" ]; then
+		ts_log "VM image: cached at $TS_IMAGE"
+		return 0
+	fi
+	uri=$(ts_debian_uri)
+	[ -n "$uri" ] ||
+		ts_die "apt knows no Debian source: name one in TWOSTEP_DEBIAN_MIRROR"
+	pkgs=${TS_IMAGE_PACKAGES//amd64/$arch}
+	mkdir -p "$TS_CACHE"
+	tmp=$(mktemp -d "$TS_CACHE/build.XXXXXX")
+	mkdir "$tmp/upgrade" "$tmp/out"
+	ts_log "VM image: debootstrap's first stage of Debian $TS_IMAGE_SUITE for $arch with $pkgs from $uri"
+	if ! ( debootstrap --arch="$arch" --foreign --variant=minbase \
+		--keyring="$TS_DEBIAN_KEYRING" --include="$pkgs" \
+		"$TS_IMAGE_SUITE" "$tmp/root" "$uri" 2>&1 | ts_stamp >&2
+		exit "${PIPESTATUS[0]}" ); then
+		ts_chroot_remove "$tmp"
+		ts_die "debootstrap --foreign failed"
+	fi
+	# the first stage leaves /proc a link to the host's: a folder, so
+	# that the second stage's guest can mount its own there
+	if [ -L "$tmp/root/proc" ]; then
+		rm "$tmp/root/proc"
+		mkdir "$tmp/root/proc"
+	fi
+	echo twostep-guest >"$tmp/root/etc/hostname"
+	mkdir -p "$tmp/root/usr/local/sbin"
+	{
+		echo force-unsafe-io
+		for f in $TS_IMAGE_EXCLUDE; do
+			echo "path-exclude=/lib/modules/*/kernel/$f/*"
+			echo "path-exclude=/usr/lib/modules/*/kernel/$f/*"
+		done
+	} >"$tmp/root/etc/dpkg/dpkg.cfg.d/99guest-image"
+	ts_image_sources >"$tmp/root/etc/apt/sources.list"
+	install -m 0755 "$TS_ROOT/qemu/image-init" \
+		"$tmp/root/usr/local/sbin/twostep-init"
+	install -m 0755 "$TS_ROOT/qemu/image-stage2" \
+		"$tmp/root/usr/local/sbin/twostep-stage2"
+	ts_log "VM image: writing the ext4 disk"
+	if ! mkfs.ext4 -q -F -L twostep-root -d "$tmp/root" \
+		"$tmp/disk.raw" "$TS_IMAGE_SIZE"; then
+		ts_chroot_remove "$tmp"
+		ts_die "mkfs.ext4 failed"
+	fi
+	ts_chroot_remove "$tmp/root"
+
+	krel=$(ts_kernel_fetch "$TS_IMAGE_SUITE" "$arch") || exit 1
+	ts_image_stage2_initramfs "$krel" "$tmp/stage2"
+	truncate -s 512M "$tmp/out.tar"
+	ts_log "VM image: debootstrap's second stage in an $arch guest (kernel $krel, TCG; console: $tmp.stage2.log)"
+	timeout --foreground -k 10 "${TS_DKMS_TIMEOUT:-3600}" \
+		qemu-system-aarch64 -accel tcg -m 2048 -smp "${TS_DKMS_SMP:-2}" \
+		-machine virt -cpu cortex-a57 -nic none \
+		-display none -monitor none -serial stdio -no-reboot \
+		-drive file="$tmp/disk.raw",format=raw,if=virtio,cache=unsafe \
+		-drive file="$tmp/out.tar",format=raw,if=virtio \
+		-kernel "$(ts_kernel_vmlinuz "$krel")" \
+		-initrd "$tmp/stage2/initramfs.cpio.gz" \
+		-append "console=ttyAMA0 loglevel=4 panic=-1" \
+		</dev/null >"$tmp.stage2.log" 2>&1 || rc=$?
+	grep -a '^twostep-stage2: ' "$tmp.stage2.log" >&2 || true
+	if ! grep -aq '^twostep-stage2: done' "$tmp.stage2.log" ||
+		! tar -C "$tmp/out" -xf "$tmp/out.tar"; then
+		tail -n 40 "$tmp.stage2.log" >&2
+		ts_chroot_remove "$tmp"
+		ts_die "debootstrap's second stage failed (QEMU status $rc; console: $tmp.stage2.log)"
+	fi
+	rm -rf "$tmp/out.tar" "$tmp/stage2"
+
+	# the upgrade kernel as a user installs it from backports, resolved
+	# against the image's own dpkg database
+	ts_log "VM image: downloading $TS_IMAGE_SUITE-backports' linux-image-$arch and linux-headers-$arch with what they need"
+	ts_apt_setup "$TS_IMAGE_SUITE-$arch"
+	mkdir -p "$tmp/upgrade/partial"
+	if ! ts_apt "$TS_IMAGE_SUITE-$arch" get -y -q --download-only \
+		--no-install-recommends -o Dir::State::status="$tmp/out/status" \
+		-o Dir::Cache::archives="$tmp/upgrade" \
+		-t "$TS_IMAGE_SUITE-backports" \
+		install "linux-image-$arch" "linux-headers-$arch" >&2; then
+		ts_chroot_remove "$tmp"
+		ts_die "downloading the upgrade kernel's packages failed"
+	fi
+	rm -rf "$tmp/upgrade/partial" "$tmp/upgrade/lock"
+	for f in "$tmp"/upgrade/linux-headers-*.deb; do
+		f=$(dpkg-deb -f "$f" Package)
+		case "$f" in
+		linux-headers-[0-9]*-"$arch") echo "${f#linux-headers-}" ;;
+		esac
+	done | sort -V | tail -n 1 >"$tmp/upgrade-release"
+	[ -s "$tmp/upgrade-release" ] ||
+		{ ts_chroot_remove "$tmp"; ts_die "no upgrade kernel in $TS_IMAGE_SUITE-backports"; }
+	mv "$tmp/out/kernel-release" "$tmp/out/vmlinuz" "$tmp/out/initrd.img" \
+		"$tmp/"
+	rm -rf "$tmp/out"
+	mv "$tmp.stage2.log" "$tmp/stage2.log"
+	touch "$tmp/complete"
+	# older images of this release and architecture only
+	ts_chroot_remove "$TS_CACHE/debian$TS_DEBIAN-$arch-image-"*
+	mv "$tmp" "$TS_IMAGE"
+	ts_log "VM image: ready at $TS_IMAGE ($(cat "$TS_IMAGE/kernel-release"), upgrade kernel $(cat "$TS_IMAGE/upgrade-release"))"
+}
+
+# The initramfs of the second stage's boot, in folder $2: busybox and kmod
+# of the image's architecture (kernels.sh), the modules of kernel $1 that
+# the disk needs (virtio PCI and block, ext4), and an init that loads
+# them, mounts the disk and hands over to its twostep-stage2:
+# $2/initramfs.cpio.gz.
+ts_image_stage2_initramfs() {
+	local krel=$1 dir=$2/root lib mod
+	lib=$(ts_userland_fetch "$TS_IMAGE_ARCH") || exit 1
+	rm -rf "$dir"
+	mkdir -p "$dir"/{bin,sbin,proc,sys,dev,root,mod,usr/bin,usr/sbin}
+	cp "$lib/bin/busybox" "$dir/bin/busybox"
+	cp "$lib/bin/kmod" "$dir/sbin/kmod"
+	ln -s kmod "$dir/sbin/insmod"
+	cp -a "$lib/lib/." "$dir/lib/"
+	cp -a "$lib/usr/lib" "$dir/usr/"
+	rm -rf "$dir"/usr/lib/*/gconv
+	modprobe -d "$(ts_kernel_modbase "$krel")" -S "$krel" -a \
+		--show-depends virtio_pci virtio_blk ext4 |
+		awk '$1 == "insmod" && !seen[$2]++ { print $2 }' >"$2/mods"
+	: >"$dir/mod/list"
+	while read -r mod; do
+		cp "$mod" "$dir/mod/"
+		echo "/mod/$(basename "$mod")" >>"$dir/mod/list"
+	done <"$2/mods"
+	cat >"$dir/init" <<'INIT_END'
+#!/bin/busybox sh
+/bin/busybox --install -s
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+while read -r m; do
+	/sbin/insmod "$m" || echo "twostep-stage2: insmod $m failed"
+done </mod/list
+i=0
+while [ ! -b /dev/vda ] && [ "$i" -lt 60 ]; do sleep 1; i=$((i + 1)); done
+if ! mount -t ext4 /dev/vda /root; then
+	echo "twostep-stage2: FAILED: cannot mount /dev/vda"
+	echo o >/proc/sysrq-trigger
+	while :; do sleep 1; done
+fi
+mount -o move /proc /root/proc
+mount -o move /sys /root/sys
+mount -o move /dev /root/dev
+exec switch_root /root /usr/local/sbin/twostep-stage2
+INIT_END
+	chmod +x "$dir/init"
+	(cd "$dir" && find . | cpio -o -H newc 2>/dev/null | gzip -1) \
+		>"$2/initramfs.cpio.gz"
+}
+
 # What the guest gets on its second disk, a tar archive: the package, its
 # guest script and the upgrade kernel's packages.
 ts_image_guest_tar() {
@@ -163,6 +381,29 @@ ts_image_guest_tar() {
 		-C "$(dirname "$deb")" "$(basename "$deb")" \
 		-C "$TS_ROOT/qemu" dkms-guest.sh \
 		-C "$TS_IMAGE" upgrade
+}
+
+# The selected image's machine: sets TS_IMAGE_QEMU (QEMU and its machine,
+# an array), TS_IMAGE_APPEND (the kernel line's console and IOMMU),
+# TS_IMAGE_IOMMU (its name in the story) and TS_IMAGE_ACCEL (the
+# accelerator, and why where it is TCG for another reason than the run's).
+ts_image_machine() {
+	if [ "$TS_IMAGE_ARCH" = amd64 ]; then
+		TS_IMAGE_QEMU=(qemu-system-x86_64 -machine q35,kernel-irqchip=split
+			-device intel-iommu,intremap=on)
+		TS_IMAGE_APPEND="console=ttyS0 intel_iommu=on"
+		TS_IMAGE_IOMMU="Intel vIOMMU"
+		ts_accel_init
+		TS_IMAGE_ACCEL=$TS_ACCEL
+	else
+		TS_IMAGE_QEMU=(qemu-system-aarch64 -machine virt,iommu=smmuv3
+			-cpu cortex-a57 -nic none)
+		TS_IMAGE_APPEND="console=ttyAMA0 twostep_selftest.faults_per_window=1"
+		TS_IMAGE_IOMMU="SMMUv3"
+		[ "${TWOSTEP_ACCEL:-}" != kvm ] ||
+			ts_die "TWOSTEP_ACCEL=kvm, but the $TS_IMAGE_ARCH image runs under TCG only"
+		TS_IMAGE_ACCEL="tcg ($TS_IMAGE_ARCH guest on an $(uname -m) host)"
+	fi
 }
 
 # Boot the image's disk overlay with kernel $1 (vmlinuz) and initrd $2 for
@@ -181,23 +422,24 @@ ts_image_boot() {
 		rm -f "$out"
 		truncate -s 512M "$out"
 	fi
-	ts_accel_init
-	accel=$TS_ACCEL
-	echo "$accel" >"$TS_RESULTS/$name.accel"
+	# the machine: q35 with an Intel vIOMMU, or for arm64 virt with an
+	# SMMUv3, whose events the self-test's security case waits out one
+	# attempt at a time (faults_per_window=1, as in the arm64-smmu cells)
+	ts_image_machine
+	accel=${TS_IMAGE_ACCEL%% *}
+	echo "$TS_IMAGE_ACCEL" >"$TS_RESULTS/$name.accel"
 	# in a subshell whose children's CPU time is QEMU's, kept in
 	# $TS_RESULTS/$4.cpu (see ts_cpu)
 	( rc=0
 	timeout --foreground -k 10 "${TS_DKMS_TIMEOUT:-3600}" \
-		qemu-system-x86_64 -accel "$accel" -m 2048 -smp "$smp" \
+		"${TS_IMAGE_QEMU[@]}" -accel "$accel" -m 2048 -smp "$smp" \
 		-display none -monitor none -serial stdio -no-reboot \
-		-machine q35,kernel-irqchip=split \
-		-device intel-iommu,intremap=on \
 		-device edu,dma_mask=0xffffffffff \
 		-drive file="$overlay",format=qcow2,if=virtio,cache=unsafe \
 		-drive file="$TS_RESULTS/$TS_FLOW-guest.tar",format=raw,if=virtio,readonly=on \
 		-drive file="$out",format=raw,if=virtio \
 		-kernel "$vmlinuz" -initrd "$initrd" \
-		-append "console=ttyS0 root=/dev/vda rw init=/usr/local/sbin/twostep-init loglevel=4 panic=-1 oops=panic intel_iommu=on iommu.strict=1 twostep_phase=$phase" \
+		-append "$TS_IMAGE_APPEND root=/dev/vda rw init=/usr/local/sbin/twostep-init loglevel=4 panic=-1 oops=panic iommu.strict=1 twostep_phase=$phase" \
 		</dev/null >"$TS_RESULTS/$name.log" 2>"$TS_RESULTS/$name.qemu.log" &
 	ts_boot_wait "$TS_RESULTS/$name.log" $! 'twostep-guest: kernel ' \
 		"$TS_RESULTS/$name.hung" || rc=$?
@@ -293,9 +535,10 @@ ts_dkms_boots() {
 	local boots=$TS_RESULTS/$TS_FLOW.boots
 	: >"$boots"
 	ts_image_guest_tar "$deb"
+	ts_image_machine
 	name1=$TS_FLOW@$(ts_kernel_name "$(cat "$TS_IMAGE/kernel-release")")
 	[ "${TS_FOLLOW:-0}" = 1 ] &&
-		ts_say "boot 1: $(cat "$TS_IMAGE/kernel-release") (Intel vIOMMU, edu, $(ts_accel))"
+		ts_say "boot 1: $(cat "$TS_IMAGE/kernel-release") ($TS_IMAGE_IOMMU, edu, $TS_IMAGE_ACCEL)"
 	ts_dkms_boot "$TS_IMAGE/vmlinuz" "$TS_IMAGE/initrd.img" 1 "$name1" || rc=$?
 	echo "$name1 1 $rc" >>"$boots"
 	rm -rf "$kdir"
@@ -312,7 +555,7 @@ ts_dkms_boots() {
 	fi
 	name2=$TS_FLOW@$(ts_kernel_name "$new")
 	[ "${TS_FOLLOW:-0}" = 1 ] &&
-		ts_say "boot 2: $new, the upgrade kernel ($(ts_accel))"
+		ts_say "boot 2: $new, the upgrade kernel ($TS_IMAGE_ACCEL)"
 	rc=0
 	ts_dkms_boot "$kdir/vmlinuz" "$kdir/initrd.img" "2 twostep_krel=$new" "$name2" ||
 		rc=$?

@@ -831,7 +831,8 @@ ts_console() {
 ts_parse() {
 	local cfg=$1 rc=$2 log=$TS_RESULTS/$1.log
 	local dmar=0 sums="" trace="" example=0 p2p=0 out chk p f s cp cf
-	case "$cfg" in dkms*) dmar=1 ;; esac
+	# the main job's boots: DMAR faults, or an arm64 image's SMMU events
+	case "$cfg" in dkms*-arm64@*) dmar=smmu ;; dkms*) dmar=1 ;; esac
 	ts_config "$cfg" 2>/dev/null && dmar=$TS_DMAR sums=$TS_SUMMARIES \
 		example=$TS_EXAMPLE p2p=$TS_P2P
 	[ "${TS_ODP_TRACE:-0}" = 1 ] && trace=$TS_RESULTS/$cfg.trace

@@ -2,19 +2,20 @@
 # SPDX-License-Identifier: GPL-2.0
 # The main job, as a Debian user meets twostep: the twostep-dkms package
 # installed, a kernel upgrade, the package purged, in a Debian VM image
-# under QEMU (Intel vIOMMU, edu device). See usage below.
+# under QEMU (Intel vIOMMU, or on arm64 an SMMUv3; edu device). See usage
+# below.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/image.sh"
 
 usage() {
 	cat <<'EOF'
-usage: qemu/run.sh [--debian 12|13] [--help]
+usage: qemu/run.sh [--debian 12|13] [--arch amd64|arm64] [--help]
 
 The twostep-dkms package on Debian, as a user meets it. Builds the package
 (make deb) and, once, a Debian VM image cached in ~/.cache/twostep/; boots
 the image in QEMU (KVM where /dev/kvm works, else TCG; Intel vIOMMU, edu
-device) and in the guest:
+device; arm64: virt with an SMMUv3, TCG) and in the guest:
   1. apt install ./twostep-dkms_<version>_all.deb; dkms status shows it
      installed; modprobe twostep_selftest passes (KTAP from dmesg);
   2. installs the release's backports kernel and headers (fetched on the
@@ -26,6 +27,9 @@ device) and in the guest:
                 kernel (default)
   --debian 13   Debian 13 (trixie), 6.12, upgrade to trixie-backports'
                 kernel
+  --arch arm64  an arm64 image on QEMU's virt machine with an SMMUv3
+                (TCG on an x86_64 host; the image is finished in an arm64
+                guest: tens of minutes the first time); default amd64
   -h, --help    this text
 
 Output: one line per phase (the accelerator and, where it is TCG, why),
@@ -38,23 +42,26 @@ More: doc/main-job.md (what each step checks, its output, its times).
 EOF
 }
 
-debian=12
+debian=12 arch=amd64
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--debian) [ $# -ge 2 ] || { usage >&2; exit 2; }
 		debian=$2; shift 2 ;;
 	--debian=*) debian=${1#--debian=}; shift ;;
+	--arch) [ $# -ge 2 ] || { usage >&2; exit 2; }
+		arch=$2; shift 2 ;;
+	--arch=*) arch=${1#--arch=}; shift ;;
 	-h|--help) usage; exit 0 ;;
 	*) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
 	esac
 done
-ts_image_select "$debian"
+ts_image_select "$debian" "$arch"
 
 TS_T0=$SECONDS
 mkdir -p "$TS_RESULTS"
 hostlog=$TS_RESULTS/$TS_FLOW.host.log
 : >"$hostlog"
-echo "twostep main job on Debian $TS_DEBIAN ($TS_IMAGE_SUITE); details: $hostlog"
+echo "twostep main job on Debian $TS_DEBIAN ($TS_IMAGE_SUITE, $TS_IMAGE_ARCH); details: $hostlog"
 
 # Run a phase in this shell with its chatter in the host log; on failure
 # (also by ts_die) show the end of the log.
@@ -73,23 +80,27 @@ phase() {
 	TS_PHASE_TIME=$((SECONDS - t))
 }
 
-# shellcheck disable=SC2086 # a list of packages
-phase "host packages" ts_need_packages $TS_MAIN_PACKAGES
+# shellcheck disable=SC2046 # a list of packages
+phase "host packages" ts_need_packages $(ts_image_host_packages)
 if grep -q '^installing: ' "$hostlog"; then
 	ts_say "host packages: installed $(sed -n 's/^installing: //p' "$hostlog" | tr '\n' ' ')($TS_PHASE_TIME s)"
 else
 	ts_say "host packages: all present"
 fi
 
-ts_accel_init
-ts_say "$(ts_accel_line)"
+ts_image_machine
+if [ "$TS_IMAGE_ARCH" = amd64 ]; then
+	ts_say "$(ts_accel_line)"
+else
+	ts_say "accel: $TS_IMAGE_ACCEL"
+fi
 
-[ -f "$TS_CACHE/debian$TS_DEBIAN-image-$(ts_image_key)/complete" ] ||
-	ts_say "VM image: building Debian $TS_IMAGE_SUITE with its backports kernel's packages (minutes)"
-phase "VM image" ts_image_build
+ts_image_cached ||
+	ts_say "VM image: building Debian $TS_IMAGE_SUITE ($TS_IMAGE_ARCH) with its backports kernel's packages (minutes)"
+phase "VM image" ts_image_make
 what="built ($TS_PHASE_TIME s)"
 grep -q '^VM image: cached' "$hostlog" && what=cached
-ts_say "VM image: $what, Debian $TS_IMAGE_SUITE, kernel $(cat "$TS_IMAGE/kernel-release"), upgrade kernel $(cat "$TS_IMAGE/upgrade-release")"
+ts_say "VM image: $what, Debian $TS_IMAGE_SUITE ($TS_IMAGE_ARCH), kernel $(cat "$TS_IMAGE/kernel-release"), upgrade kernel $(cat "$TS_IMAGE/upgrade-release")"
 
 ts_say "package: make deb"
 phase "make deb" "$TS_ROOT/qemu/deb.sh"
