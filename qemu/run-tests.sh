@@ -99,7 +99,7 @@ for c in $configs; do
 		need_kernel 7.3/arm64
 	else
 		ts_config "$c" ||
-			ts_die "unknown configuration '$c' (have: $TS_TIERS arm64 $TS_CONFIGS_ARM64)"
+			ts_die "unknown configuration '$c' (have: $TS_TIERS arm64 $TS_CONFIGS_ARM64 dkms-arm64)"
 		quick+=("$c")
 		need_kernel "$TS_KERNEL_NAME$TS_KSUFFIX"
 	fi
