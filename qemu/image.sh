@@ -94,6 +94,18 @@ ts_image_sources() {
 	[ -z "$sec" ] || echo "deb $sec $TS_IMAGE_SUITE-security main"
 }
 
+# The image's disk, $1/disk.raw, written from the root in $1/root, which
+# then goes (on failure all of $1 goes).
+ts_image_disk() {
+	ts_log "VM image: writing the ext4 disk"
+	if ! mkfs.ext4 -q -F -L twostep-root -d "$1/root" \
+		"$1/disk.raw" "$TS_IMAGE_SIZE"; then
+		ts_chroot_remove "$1"
+		ts_die "mkfs.ext4 failed"
+	fi
+	ts_chroot_remove "$1/root"
+}
+
 # Cache key: everything the image is made from (not the rest of this file).
 ts_image_key() {
 	{
@@ -101,7 +113,7 @@ ts_image_key() {
 		# shellcheck disable=SC2086 # the folders on one line
 		echo $TS_IMAGE_EXCLUDE
 		ts_image_sources
-		declare -f ts_image_build ts_image_sources
+		declare -f ts_image_build ts_image_disk ts_image_sources
 		cat "$TS_ROOT/qemu/image-init"
 	} | sha256sum | cut -c1-16
 }
@@ -175,13 +187,7 @@ ts_image_build() {
 	cp "$vmlinuz" "$tmp/vmlinuz"
 	cp "$tmp/root/boot/initrd.img-$(cat "$tmp/kernel-release")" \
 		"$tmp/initrd.img" || { ts_chroot_remove "$tmp"; ts_die "the image has no initrd"; }
-	ts_log "VM image: writing the ext4 disk"
-	if ! mkfs.ext4 -q -F -L twostep-root -d "$tmp/root" \
-		"$tmp/disk.raw" "$TS_IMAGE_SIZE"; then
-		ts_chroot_remove "$tmp"
-		ts_die "mkfs.ext4 failed"
-	fi
-	ts_chroot_remove "$tmp/root"
+	ts_image_disk "$tmp"
 	touch "$tmp/complete"
 	# older images of this release only (other folders of the cache are
 	# not ours to remove)
@@ -198,7 +204,7 @@ ts_image_key_foreign() {
 		echo $TS_IMAGE_EXCLUDE
 		ts_image_sources
 		declare -f ts_image_build_foreign ts_image_stage2_initramfs \
-			ts_image_sources
+			ts_image_disk ts_image_sources
 		cat "$TS_ROOT/qemu/image-init" "$TS_ROOT/qemu/image-stage2"
 	} | sha256sum | cut -c1-16
 }
@@ -259,13 +265,7 @@ ts_image_build_foreign() {
 		"$tmp/root/usr/local/sbin/twostep-init"
 	install -m 0755 "$TS_ROOT/qemu/image-stage2" \
 		"$tmp/root/usr/local/sbin/twostep-stage2"
-	ts_log "VM image: writing the ext4 disk"
-	if ! mkfs.ext4 -q -F -L twostep-root -d "$tmp/root" \
-		"$tmp/disk.raw" "$TS_IMAGE_SIZE"; then
-		ts_chroot_remove "$tmp"
-		ts_die "mkfs.ext4 failed"
-	fi
-	ts_chroot_remove "$tmp/root"
+	ts_image_disk "$tmp"
 
 	krel=$(ts_kernel_fetch "$TS_IMAGE_SUITE" "$arch") || exit 1
 	ts_image_stage2_initramfs "$krel" "$tmp/stage2"
