@@ -14,9 +14,12 @@ TS_HOST13_SUITE=trixie
 # the tiers the Debian 13 root runs
 TS_HOST13_TIERS=${TS_HOST13_TIERS:-harness intel-lazy}
 
-# Make (or find) the root; sets TS_HOST13_ROOT.
+# Make (or find) the root; sets TS_HOST13_ROOT. With mount (not essential
+# in Debian 13), whose umount ts_host13_exec runs after pivot_root, and
+# passwd, whose useradd makes user13's user.
 ts_host13_setup() {
 	local uri sec key sources=()
+	[ -z "${TS_HOST13_ROOT:-}" ] || return 0
 	ts_need_packages mmdebstrap
 	uri=$(ts_debian_uri)
 	[ -n "$uri" ] || ts_die "apt knows no Debian source: name one in TWOSTEP_DEBIAN_MIRROR"
@@ -28,35 +31,89 @@ ts_host13_setup() {
 	key=$( { echo "${sources[*]}"; declare -f ts_host13_setup; } |
 		sha256sum | cut -c1-12)
 	TS_HOST13_ROOT=$(ts_cached_root "host-$TS_HOST13_SUITE" \
-		"the Debian 13 host's root" "$key" --variant=apt \
+		"the Debian 13 host's root" "$key" --variant=apt --include=mount,passwd \
 		--components=main -- "$TS_HOST13_SUITE" "${sources[@]}") ||
 		exit 1
+}
+
+# Run a command in the Debian 13 root (made by ts_host13_setup) as its
+# root, in a mount namespace of its own with /proc, /sys and /dev: the
+# root is made the namespace's by pivot_root, not by chroot alone, since a
+# chrooted process may not make a user namespace (mmdebstrap's unshare
+# mode, user13). One command at a time in the root.
+ts_host13_exec() {
+	(
+		flock 9
+		unshare --mount --propagation private --fork sh -ec '
+			root=$1
+			shift
+			mount --bind "$root" "$root"
+			mount -t proc proc "$root/proc"
+			mount --rbind /sys "$root/sys"
+			mount --rbind /dev "$root/dev"
+			mkdir -p "$root/.host"
+			cd "$root"
+			pivot_root . .host
+			umount -l /.host
+			exec chroot . "$@"' - "$TS_HOST13_ROOT" \
+			env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+			TWOSTEP_ACCEL="${TWOSTEP_ACCEL:-}" "$@"
+	) 9>"$TS_HOST13_ROOT.lock"
+}
+
+# Put a copy of this tree at $1 in the Debian 13 root.
+ts_host13_copy() {
+	rm -rf "${TS_HOST13_ROOT:?}$1"
+	ts_copy_tree "$TS_HOST13_ROOT$1"
+	cp /etc/resolv.conf "$TS_HOST13_ROOT/etc/resolv.conf"
 }
 
 # Run the test command of a copy of this tree in the Debian 13 root, for
 # TS_HOST13_TIERS. Its output goes to stdout; its exit status is the
 # command's.
 ts_host13_run() {
-	local root src=/src/twostep
+	local src=/src/twostep
 	ts_host13_setup
-	root=$TS_HOST13_ROOT
-	rm -rf "${root:?}$src"
-	ts_copy_tree "$root$src"
-	cp /etc/resolv.conf "$root/etc/resolv.conf"
-	# one run at a time in the root
-	(
-		flock 9
-		unshare --mount --propagation private --fork sh -ec '
-			root=$1
-			shift
-			mount -t proc proc "$root/proc"
-			mount --rbind /sys "$root/sys"
-			mount --rbind /dev "$root/dev"
-			exec chroot "$root" "$@"' - "$root" \
-			env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-			TWOSTEP_ACCEL="${TWOSTEP_ACCEL:-}" \
-			sh -c "cd $src && ./qemu/run-tests.sh $TS_HOST13_TIERS"
-	) 9>"$root.lock"
+	ts_host13_copy "$src"
+	ts_host13_exec sh -c "cd $src && ./qemu/run-tests.sh $TS_HOST13_TIERS"
+}
+
+# The main job's first phases (host packages, VM image, make deb) run by
+# ./qemu/run.sh as a normal user, TS_USER13 (made in the Debian 13 root
+# with a subordinate id range, as adduser makes one, never on the host),
+# who builds the image with mmdebstrap's unshare mode into a cache of its
+# own in the root (kept: a warm run finds the image there); then, as that
+# user, the debcheck tier (its chroot made in unshare mode, unpacked as the
+# user's files, entered in a user namespace). Root installs the host
+# packages first, as the README says a user's admin does. Its output goes
+# to stdout: "user NAME uid N", run.sh's, "run.sh exit N", the debcheck
+# tier's; its exit status is 0 when both passed.
+TS_USER13=twostep
+ts_user13_run() {
+	local home=/home/$TS_USER13
+	ts_host13_setup
+	ts_host13_copy /src/twostep
+	ts_host13_exec sh -ec '
+		u=$1
+		id "$u" >/dev/null 2>&1 || useradd --create-home --user-group "$u"
+		grep -q "^$u:" /etc/subuid || echo "$u:100000:65536" >>/etc/subuid
+		grep -q "^$u:" /etc/subgid || echo "$u:100000:65536" >>/etc/subgid
+		cd /src/twostep
+		bash -ec ". qemu/lib.sh; . qemu/image.sh;
+			ts_need_packages \$TS_MAIN_PACKAGES uidmap"
+		rm -rf "$2"
+		cp -a /src/twostep "$2"
+		chown -R "$u:$u" "$2"' - "$TS_USER13" "$home/twostep" || return 1
+	ts_host13_exec setpriv --reuid="$TS_USER13" --regid="$TS_USER13" \
+		--init-groups env HOME="$home" sh -c '
+		echo "user $(id -un) uid $(id -u)"
+		cd "$HOME/twostep" || exit 1
+		rc=0
+		TWOSTEP_MAIN_UNTIL=package ./qemu/run.sh || rc=$?
+		echo "run.sh exit $rc"
+		echo "== as the user: ./qemu/run-tests.sh debcheck"
+		./qemu/run-tests.sh debcheck || rc=$?
+		exit "$rc"'
 }
 
 # As a normal user: a copy of this tree, owned by uid TS_USER_UID (default

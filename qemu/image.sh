@@ -9,7 +9,7 @@
 # offline guest. Sourced after lib.sh.
 
 # What the main job (run.sh) needs on the host.
-TS_MAIN_PACKAGES="qemu-system-x86 qemu-utils kmod mmdebstrap e2fsprogs debhelper dh-dkms lintian dpkg-dev"
+TS_MAIN_PACKAGES="qemu-system-x86 qemu-utils kmod mmdebstrap e2fsprogs genext2fs build-essential debhelper dh-dkms lintian dpkg-dev"
 
 TS_IMAGE_PACKAGES="linux-image-amd64,linux-headers-amd64,gcc,make,libc6-dev,dkms,kmod,initramfs-tools,mount"
 TS_IMAGE_SIZE=6G
@@ -52,10 +52,13 @@ ts_image_select() {
 ts_image_select 12
 
 # What the main job needs on the host for the selected image: an arm64
-# image adds QEMU for arm64 and debootstrap (ts_image_build_foreign).
+# image adds QEMU for arm64 and debootstrap (ts_image_build_foreign), a
+# user newuidmap (ts_image_need).
 ts_image_host_packages() {
 	echo "$TS_MAIN_PACKAGES"
 	[ "$TS_IMAGE_ARCH" = amd64 ] || echo "qemu-system-arm debootstrap"
+	# a user's image: mmdebstrap's unshare mode (ts_image_need)
+	[ "$(id -u)" -eq 0 ] || echo uidmap
 }
 
 # The folder of the selected image in the cache, and whether it is whole.
@@ -94,8 +97,8 @@ ts_image_sources() {
 	[ -z "$sec" ] || echo "deb $sec $TS_IMAGE_SUITE-security main"
 }
 
-# The image's disk, $1/disk.raw, written from the root in $1/root, which
-# then goes (on failure all of $1 goes).
+# The arm64 image's disk, $1/disk.raw, written from the root debootstrap
+# made (as root) in $1/root, which then goes (on failure all of $1 goes).
 ts_image_disk() {
 	ts_log "VM image: writing the ext4 disk"
 	if ! mkfs.ext4 -q -F -L twostep-root -d "$1/root" \
@@ -113,17 +116,54 @@ ts_image_key() {
 		# shellcheck disable=SC2086 # the folders on one line
 		echo $TS_IMAGE_EXCLUDE
 		ts_image_sources
-		declare -f ts_image_build ts_image_disk ts_image_sources
+		declare -f ts_image_build ts_image_disk_from_tar ts_image_sources
 		cat "$TS_ROOT/qemu/image-init"
 	} | sha256sum | cut -c1-16
 }
 
+# An image's disk as a user can write it: from the root as a tar file
+# ($1/root.tar, which goes; on failure all of $1 goes) to $1/disk.raw.
+# genext2fs copies owners, modes and links from the tar's headers (no
+# chroot folder whose owners only a user namespace can read); then the
+# file system gets a journal, grows to TS_IMAGE_SIZE and is checked.
+ts_image_disk_from_tar() {
+	local blocks rc=0
+	ts_log "VM image: writing the disk"
+	# the files' size and a half again, at least 64 MiB, in 4 KiB blocks
+	blocks=$(($(stat -c %s "$1/root.tar") / 4096 * 3 / 2 + 16384))
+	genext2fs -B 4096 -i 16384 -b "$blocks" -L twostep-root \
+		-a "$1/root.tar" "$1/disk.raw" >&2 &&
+		tune2fs -j -O dir_index,filetype,large_file "$1/disk.raw" >&2 ||
+		rc=$?
+	# (1: e2fsck set the new features' fields, as it must)
+	if [ "$rc" = 0 ]; then
+		e2fsck -f -y -D "$1/disk.raw" >/dev/null 2>&1 || rc=$?
+		[ "$rc" -gt 1 ] || rc=0
+	fi
+	if [ "$rc" != 0 ] ||
+		! resize2fs "$1/disk.raw" "$TS_IMAGE_SIZE" >&2 ||
+		! e2fsck -f -n "$1/disk.raw" >&2; then
+		ts_chroot_remove "$1"
+		ts_die "writing the image's disk from its root failed"
+	fi
+	rm -f "$1/root.tar"
+}
+
+# What building an image needs beyond the main job's host packages (as a
+# user, mmdebstrap's unshare mode: ts_need_unshare).
+ts_image_need() {
+	ts_need_packages mmdebstrap e2fsprogs genext2fs qemu-utils
+	ts_need_unshare
+}
+
 # Build the image unless the cache has it; sets TS_IMAGE to its folder,
 # which holds disk.raw, vmlinuz, initrd.img, kernel-release, upgrade/*.deb
-# and upgrade-release. Progress goes to stderr.
+# and upgrade-release. Progress goes to stderr. As root or as a user
+# (mmdebstrap's unshare mode): the root is written as a tar file, and
+# what the host keeps of it is copied out by mmdebstrap's own hooks.
 ts_image_build() {
 	local key tmp sources=() line vmlinuz hook dir exclude=()
-	ts_need_packages mmdebstrap e2fsprogs qemu-utils
+	ts_image_need
 	key=$(ts_image_key)
 	TS_IMAGE=$TS_CACHE/debian$TS_DEBIAN-image-$key
 	if [ -f "$TS_IMAGE/complete" ]; then
@@ -139,7 +179,7 @@ ts_image_build() {
 	mkdir -p "$TS_CACHE"
 	tmp=$(mktemp -d "$TS_CACHE/build.XXXXXX")
 	mkdir "$tmp/upgrade"
-	ts_log "VM image: building Debian $TS_IMAGE_SUITE with $TS_IMAGE_PACKAGES"
+	ts_log "VM image: building Debian $TS_IMAGE_SUITE with $TS_IMAGE_PACKAGES ($(ts_mmdebstrap_mode) mode)"
 	ts_log "VM image: from ${sources[*]}"
 	# The initramfs of the kernels installed in the guest holds the
 	# modules of its disk only (MODULES=dep): TCG makes "most" slow.
@@ -148,11 +188,13 @@ ts_image_build() {
 	# built nor in the guest, whose disk is a throw-away overlay.
 	# The upgrade kernel as a user installs it from backports, resolved
 	# by the image's own apt and downloaded only (into an archive cache
-	# emptied of the image's own packages first), then taken out.
+	# emptied of the image's own packages first), then copied out with
+	# the image's /boot.
 	hook="rm -f \"\$1\"/var/cache/apt/archives/*.deb"
 	hook="$hook && chroot \"\$1\" apt-get -y -q --download-only --no-install-recommends"
 	hook="$hook -t $TS_IMAGE_SUITE-backports install linux-image-amd64 linux-headers-amd64"
-	hook="$hook && mv \"\$1\"/var/cache/apt/archives/*.deb '$tmp/upgrade/'"
+	hook="$hook && mkdir \"\$1\"/twostep-upgrade"
+	hook="$hook && mv \"\$1\"/var/cache/apt/archives/*.deb \"\$1\"/twostep-upgrade/"
 	# Modules the guest never loads, where Debian 12's packages (/lib) and
 	# Debian 13's (/usr/lib) put them.
 	for dir in $TS_IMAGE_EXCLUDE; do
@@ -160,17 +202,24 @@ ts_image_build() {
 			"--dpkgopt=path-exclude=/usr/lib/modules/*/kernel/$dir/*")
 	done
 	# Each line with its time, a profile of the build.
-	if ! ( mmdebstrap --variant=apt --include="$TS_IMAGE_PACKAGES" \
+	if ! ( mmdebstrap --mode="$(ts_mmdebstrap_mode)" --variant=apt \
+		--include="$TS_IMAGE_PACKAGES" \
 		--dpkgopt=force-unsafe-io "${exclude[@]}" \
 		--customize-hook='echo twostep-guest >"$1/etc/hostname"' \
 		--customize-hook='echo MODULES=dep >"$1/etc/initramfs-tools/conf.d/twostep-guest"' \
 		--customize-hook="$hook" \
-		"$TS_IMAGE_SUITE" "$tmp/root" "${sources[@]}" 2>&1 |
+		--customize-hook="copy-out /twostep-upgrade /boot $tmp" \
+		--customize-hook='rm -rf "$1/twostep-upgrade"' \
+		--customize-hook="upload $TS_ROOT/qemu/image-init /usr/local/sbin/twostep-init" \
+		--customize-hook='chmod 0755 "$1/usr/local/sbin/twostep-init"' \
+		"$TS_IMAGE_SUITE" "$tmp/root.tar" "${sources[@]}" 2>&1 |
 		ts_stamp >&2
 		exit "${PIPESTATUS[0]}" ); then
 		ts_chroot_remove "$tmp"
 		ts_die "mmdebstrap failed"
 	fi
+	mv "$tmp"/twostep-upgrade/*.deb "$tmp/upgrade/"
+	rmdir "$tmp/twostep-upgrade"
 	for line in "$tmp"/upgrade/linux-headers-*.deb; do
 		line=$(dpkg-deb -f "$line" Package)
 		case "$line" in
@@ -179,15 +228,14 @@ ts_image_build() {
 	done | sort -V | tail -n 1 >"$tmp/upgrade-release"
 	[ -s "$tmp/upgrade-release" ] ||
 		{ ts_chroot_remove "$tmp"; ts_die "no upgrade kernel in $TS_IMAGE_SUITE-backports"; }
-	install -m 0755 "$TS_ROOT/qemu/image-init" \
-		"$tmp/root/usr/local/sbin/twostep-init"
-	vmlinuz=$(find "$tmp/root/boot" -name 'vmlinuz-*' | sort -V | tail -n 1)
+	vmlinuz=$(find "$tmp/boot" -name 'vmlinuz-*' | sort -V | tail -n 1)
 	[ -n "$vmlinuz" ] || { ts_chroot_remove "$tmp"; ts_die "the image has no kernel"; }
 	basename "$vmlinuz" | sed 's/^vmlinuz-//' >"$tmp/kernel-release"
-	cp "$vmlinuz" "$tmp/vmlinuz"
-	cp "$tmp/root/boot/initrd.img-$(cat "$tmp/kernel-release")" \
+	mv "$vmlinuz" "$tmp/vmlinuz"
+	mv "$tmp/boot/initrd.img-$(cat "$tmp/kernel-release")" \
 		"$tmp/initrd.img" || { ts_chroot_remove "$tmp"; ts_die "the image has no initrd"; }
-	ts_image_disk "$tmp"
+	rm -rf "${tmp:?}/boot"
+	ts_image_disk_from_tar "$tmp"
 	touch "$tmp/complete"
 	# older images of this release only (other folders of the cache are
 	# not ours to remove)
@@ -230,6 +278,8 @@ ts_image_build_foreign() {
 		ts_log "VM image: cached at $TS_IMAGE"
 		return 0
 	fi
+	[ "$(id -u)" -eq 0 ] ||
+		ts_die "the $arch image is made by debootstrap, which needs root: run this as root (a user can build and run the amd64 image)"
 	uri=$(ts_debian_uri)
 	[ -n "$uri" ] ||
 		ts_die "apt knows no Debian source: name one in TWOSTEP_DEBIAN_MIRROR"

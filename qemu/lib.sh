@@ -26,7 +26,9 @@ ts_chroot_remove() {
 # PREFIX WHAT KEY OPTION... -- SUITE SOURCE... makes $TS_CACHE/PREFIX-KEY
 # unless it is complete, removes the other PREFIX-* roots, and prints its
 # path. KEY names everything the root is made from; WHAT says it in
-# messages.
+# messages. Written as a tar file and unpacked (ts_untar_root), so that a
+# user, whose mmdebstrap runs in its unshare mode, gets a root of files of
+# the user's own, which ts_chroot enters.
 ts_cached_root() {
 	local prefix=$1 what=$2 root=$TS_CACHE/$1-$3 tmp log opts=() suite
 	shift 3
@@ -34,22 +36,46 @@ ts_cached_root() {
 	suite=$2
 	shift 2
 	if [ ! -f "$root/.twostep-complete" ]; then
+		ts_need_unshare
 		mkdir -p "$TS_CACHE"
 		tmp=$(mktemp -d "$TS_CACHE/root.XXXXXX")
 		log=$tmp.log
 		ts_log "$what: building it with mmdebstrap (log: $log)"
-		if ! mmdebstrap "${opts[@]}" "$suite" "$tmp" "$@" \
-			>"$log" 2>&1; then
+		if ! mmdebstrap --mode="$(ts_mmdebstrap_mode)" "${opts[@]}" \
+			"$suite" "$tmp.tar" "$@" >"$log" 2>&1 ||
+			! ts_untar_root "$tmp.tar" "$tmp" 2>>"$log"; then
 			tail -n 20 "$log" >&2
+			rm -f "$tmp.tar"
 			ts_chroot_remove "$tmp"
 			ts_die "mmdebstrap of $what failed"
 		fi
+		rm -f "$tmp.tar"
 		touch "$tmp/.twostep-complete"
 		ts_chroot_remove "$TS_CACHE/$prefix"-*
 		mv "$tmp" "$root"
 		mv "$log" "$root.log"
 	fi
 	echo "$root"
+}
+
+# mmdebstrap's mode: root, or for a user unshare (ts_need_unshare).
+ts_mmdebstrap_mode() {
+	if [ "$(id -u)" -eq 0 ]; then echo root; else echo unshare; fi
+}
+
+# Unpack the root in tar file $1 into folder $2: as root with its owners
+# and device nodes; as a user every file the user's own and no device
+# node (ts_chroot binds the host's /dev there), with apt told to run
+# unsandboxed (ts_chroot's user namespace has no _apt user; the file's
+# name has no "twostep" in it, which debcheck's purge check looks for).
+ts_untar_root() {
+	if [ "$(id -u)" -eq 0 ]; then
+		tar -C "$2" -xf "$1"
+		return
+	fi
+	tar -C "$2" --exclude='./dev/*' -xf "$1" &&
+		echo 'APT::Sandbox::User "root";' \
+			>"$2/etc/apt/apt.conf.d/99user-namespace"
 }
 
 # Copy this tree as committed, with what is changed in it (not results/),
@@ -106,6 +132,20 @@ ts_need_packages() {
 	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 		--no-install-recommends "${missing[@]}" >&2 ||
 		ts_die "apt-get install ${missing[*]} failed"
+}
+
+# What mmdebstrap's unshare mode, in which a user builds the main job's
+# image and the Debian 13 chroot, needs: newuidmap, and a subordinate id
+# range of the user's own (adduser gives every user one). Nothing as root.
+ts_need_unshare() {
+	local me
+	[ "$(id -u)" -eq 0 ] && return 0
+	ts_need_packages uidmap
+	me=$(id -un)
+	grep -q "^$me:" /etc/subuid 2>/dev/null &&
+		grep -q "^$me:" /etc/subgid 2>/dev/null ||
+		ts_die "as a user, mmdebstrap's unshare mode (the VM image, the chroots) needs a subordinate id range of $me's own in /etc/subuid and /etc/subgid, which adduser gives every user; for this account:
+    sudo usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $me"
 }
 
 # The host packages the commands use: the only thing installed on the host.
@@ -844,6 +884,10 @@ ts_parse() {
 		-v qlog="$TS_RESULTS/$cfg.qemu.log" -v dmar="$dmar" \
 		-v sums="$sums" -v tfile="$trace" -v example="$example" '
 	function problem(msg) { printf "  %s: %s\n", cfg, msg; infra++ }
+	# the console'"'"'s last line, for a boot that timed out
+	FILENAME != qlog && FILENAME != tfile && /[^ \r]/ {
+		lastcon = $0; sub(/\r+$/, "", lastcon)
+	}
 	function hex(s,   i, v) {
 		v = 0; s = tolower(s); sub(/^0x/, "", s)
 		for (i = 1; i <= length(s); i++)
@@ -966,7 +1010,7 @@ ts_parse() {
 		sub(/\r$/, ""); problem("console: " $0)
 	}
 	END {
-		if (rc == 124) problem("timed out")
+		if (rc == 124) problem("timed out; the console'"'"'s last line: " substr(lastcon, 1, 120))
 		else if (rc != 0) problem("QEMU exited with status " rc)
 		if (version != 1) problem("no single KTAP header")
 		if (plan == "") problem("no KTAP plan")

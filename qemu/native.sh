@@ -11,10 +11,19 @@
 TS_NATIVE_SUITE=trixie
 TS_NATIVE_PACKAGES="gcc-14,make,libc6-dev,kmod,xz-utils"
 
-# Run a command inside the chroot with /proc mounted for its duration.
+# Run a command inside the chroot with /proc mounted for its duration. As
+# a user, whose chroot's files are all the user's own (ts_native_setup),
+# in a user namespace where the user is root (no subordinate ids needed)
+# with a pid namespace's /proc and the host's /dev.
 ts_chroot() {
 	local root=$1
 	shift
+	if [ "$(id -u)" -ne 0 ]; then
+		unshare --map-root-user --pid --fork --mount-proc="$root/proc" \
+			sh -ec 'r=$1; shift; mount --rbind /dev "$r/dev"
+				exec chroot "$r" "$@"' - "$root" "$@"
+		return
+	fi
 	# Runs on one machine (make bench beside the suite) share the chroot
 	# and its /proc mount: one command at a time, or one run's umount
 	# pulls /proc from under the other's build. One left mounted by a
@@ -31,14 +40,17 @@ ts_chroot() {
 
 # Make (or find) the chroot with the newest backports kernel's headers and
 # its unpacked image; sets TS_CHROOT and TS_KREL_NATIVE. Cached under a
-# key of everything it is made from.
+# key of everything it is made from. mmdebstrap writes it as a tar file
+# (as a user in its unshare mode), with the kernel's headers installed and
+# its packages downloaded by a hook inside, and ts_untar_root unpacks it.
 ts_native_setup() {
-	local uri key tmp krel log deb
+	local uri key tmp krel log deb hook
 	[ -n "${TS_KREL_NATIVE:-}" ] && return 0
 	ts_need_packages mmdebstrap kmod xz-utils
+	ts_need_unshare
 	uri=$(ts_debian_uri)
 	[ -n "$uri" ] || ts_die "apt knows no Debian source: name one in TWOSTEP_DEBIAN_MIRROR"
-	key=$( { echo "$uri $TS_NATIVE_SUITE $TS_NATIVE_PACKAGES"
+	key=$( { echo "$uri $TS_NATIVE_SUITE $TS_NATIVE_PACKAGES $(id -u)"
 		declare -f ts_native_setup; } | sha256sum | cut -c1-12)
 	TS_CHROOT=$TS_CACHE/chroot-$TS_NATIVE_SUITE-$key
 	if [ ! -f "$TS_CHROOT/.twostep-complete" ]; then
@@ -46,20 +58,10 @@ ts_native_setup() {
 		tmp=$(mktemp -d "$TS_CACHE/chroot.XXXXXX")
 		log=$tmp.log
 		ts_log "Debian 13 chroot: building with mmdebstrap (under a minute; log: $log)"
-		if ! mmdebstrap --variant=apt --components=main \
-			--include="$TS_NATIVE_PACKAGES" "$TS_NATIVE_SUITE" \
-			"$tmp" "deb $uri $TS_NATIVE_SUITE main" \
-			"deb $uri $TS_NATIVE_SUITE-backports main" >"$log" 2>&1; then
-			tail -n 20 "$log" >&2
-			ts_chroot_remove "$tmp"
-			ts_die "mmdebstrap of $TS_NATIVE_SUITE failed"
-		fi
 		# the newest backports kernel: its headers inside, its image
 		# (vmlinuz in linux-binary-<release>, modules in
-		# linux-modules-<release>)
-		# downloaded and unpacked beside
-		if ! ts_chroot "$tmp" sh -ec '
-			apt-get update -qq
+		# linux-modules-<release>) downloaded beside
+		hook='chroot "$1" sh -ec '"'"'
 			krel=$(apt-cache show "linux-headers-amd64/'"$TS_NATIVE_SUITE"'-backports" |
 				sed -n "s/^Depends: //p" | head -n 1 |
 				grep -o "linux-headers-[^ ,]*" | sed "s/^linux-headers-//")
@@ -71,11 +73,20 @@ ts_native_setup() {
 			apt-get download -qq "linux-binary-$krel" \
 				"linux-modules-$krel"
 			echo "$krel" >/twostep-kernel/release
-			apt-get clean' >>"$log" 2>&1; then
+			apt-get clean'"'"
+		if ! mmdebstrap --mode="$(ts_mmdebstrap_mode)" \
+			--variant=apt --components=main \
+			--include="$TS_NATIVE_PACKAGES" \
+			--customize-hook="$hook" "$TS_NATIVE_SUITE" \
+			"$tmp.tar" "deb $uri $TS_NATIVE_SUITE main" \
+			"deb $uri $TS_NATIVE_SUITE-backports main" >"$log" 2>&1 ||
+			! ts_untar_root "$tmp.tar" "$tmp" 2>>"$log"; then
 			tail -n 20 "$log" >&2
+			rm -f "$tmp.tar"
 			ts_chroot_remove "$tmp"
-			ts_die "installing Debian 13 backports' kernel in the chroot failed"
+			ts_die "mmdebstrap of $TS_NATIVE_SUITE with its backports kernel failed"
 		fi
+		rm -f "$tmp.tar"
 		krel=$(cat "$tmp/twostep-kernel/release")
 		mkdir -p "$tmp/twostep-kernel/root"
 		for deb in "$tmp"/twostep-kernel/linux-*.deb; do

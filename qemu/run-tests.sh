@@ -23,7 +23,7 @@ set -euo pipefail
 . "$(dirname "$0")/debcheck.sh"
 . "$(dirname "$0")/hosts.sh"
 
-TS_TIERS="harness static $TS_CONFIGS_ALL bench-smoke bench-smoke-arm64 dkms dkms13 debcheck host13 user"
+TS_TIERS="harness static $TS_CONFIGS_ALL bench-smoke bench-smoke-arm64 dkms dkms13 debcheck host13 user user13"
 
 usage() {
 	cat <<'EOF'
@@ -34,8 +34,10 @@ configuration (intel, amd, virtio@6.12, intel@7.3, odp-intel, ...; see
 TS_CONFIGS_ALL in qemu/lib.sh), bench-smoke, bench-smoke-arm64, dkms,
 dkms13, debcheck,
 host13 (the harness tier and intel-lazy run by a copy of the suite in a
-Debian 13 root) and user (the harness tier and none run by a copy of the
-suite as a normal user). Names given run those only, e.g. "qemu/run-tests.sh
+Debian 13 root), user (the harness tier and none run by a copy of the
+suite as a normal user) and user13 (run.sh's first phases, VM image and
+make deb, as a user with a subordinate id range made in that Debian 13
+root, the image by mmdebstrap's unshare mode). Names given run those only, e.g. "qemu/run-tests.sh
 static harness" (no guest) or "qemu/run-tests.sh intel none"; "arm64" runs
 every arm64 cell (TS_CONFIGS_ARM64 in qemu/lib.sh; the full suite runs a
 subset) and dkms-arm64, the main job on an arm64 image (run.sh --arch
@@ -61,13 +63,27 @@ EOF
 
 case " $* " in *" -h "*|*" --help "*) usage; exit 0 ;; esac
 configs=${*:-$TS_TIERS}
+# the stand-ins for other hosts make a root, a uid or an account: root's
+if [ "$(id -u)" -ne 0 ]; then
+	if [ $# -eq 0 ]; then
+		configs=$(tr ' ' '\n' <<<"$configs" |
+			grep -vxE 'host13|user|user13' | paste -sd' ')
+		echo "as a user: host13, user and user13 need root and are left out"
+	else
+		for c in "$@"; do
+			case "$c" in host13|user|user13)
+				ts_die "tier $c needs root (it makes a root, a uid or an account)" ;;
+			esac
+		done
+	fi
+fi
 # arm64: every arm64 cell, those the full suite leaves out included
 configs=$(for c in $configs; do
 		if [ "$c" = arm64 ]; then echo "$TS_CONFIGS_ARM64 dkms-arm64"
 		else echo "$c"; fi
 	done)
 quick=() flows=() static=0 harness=0 bench=0 bench_arm64=0 debcheck=0
-host13=0 user=0 kernels=""
+host13=0 user=0 user13=0 kernels=""
 need_kernel() {
 	case " $kernels " in *" $1 "*) ;; *) kernels="$kernels $1" ;; esac
 }
@@ -88,6 +104,8 @@ for c in $configs; do
 		host13=1
 	elif [ "$c" = user ]; then
 		user=1
+	elif [ "$c" = user13 ]; then
+		user13=1
 	elif [ "$c" = bench-smoke ]; then
 		# make bench on 7.3 (its default) and with BENCH_KERNEL=6.1
 		bench=1
@@ -115,11 +133,14 @@ boots=("${quick[@]}")
 # the suite in a Debian 13 root and as a user (hosts.sh), jobs of the pool
 [ "$host13" = 1 ] && boots+=(host13)
 [ "$user" = 1 ] && boots+=(user)
+[ "$user13" = 1 ] && boots+=(user13)
 TS_BENCH_REPS=2 TS_BENCH_MAX_N=16 TS_BENCH_MODES="strict pt"
 
 start=$SECONDS
 passed=0 failed=0 skipped=0
 declare -A cell
+# what failed, named again before the matrix (CI shows a run's last lines)
+failed_names="" failed_lines=""
 mkdir -p "$TS_RESULTS"
 # every host package the run uses, first: the host is then what the run
 # must leave as it found it (the footprint check at the end)
@@ -135,7 +156,7 @@ for d in "${flows[@]}"; do
 done
 case " $kernels " in *" 7.3"*) pkgs="$pkgs mmdebstrap" ;; esac
 case " $kernels " in *"/arm64"*) pkgs="$pkgs $(ts_arch_packages arm64)" ;; esac
-[ "$host13" = 1 ] && pkgs="$pkgs mmdebstrap"
+[ "$host13" = 1 ] || [ "$user13" = 1 ] && pkgs="$pkgs mmdebstrap"
 # shellcheck disable=SC2086 # a list of packages
 ts_need_packages $pkgs
 ts_host_state >"$TS_RESULTS/host-before"
@@ -143,6 +164,8 @@ ts_install_deps
 # resolve (and fetch) the backports kernel once, before any subshell
 case " $kernels " in *" 6.12 "*) TS_KREL_BACKPORTS=$(ts_kernel_for 6.12) ;; esac
 case " $kernels " in *" 7.3"*) ts_native_setup ;; esac
+# the Debian 13 root, made once for host13 and user13 (jobs of the pool)
+if [ "$host13" = 1 ] || [ "$user13" = 1 ]; then ts_host13_setup; fi
 # the accelerator of every guest of the run, probed once (the main job's
 # flows inherit it) with the newest kernel fetched
 if [ ${#boots[@]} -gt 0 ] || [ ${#flows[@]} -gt 0 ]; then
@@ -156,6 +179,7 @@ add() {
 	[ -n "${cell[$1]:-}" ] && IFS=/ read -r p f s <<<"${cell[$1]}"
 	passed=$((passed + $2)) failed=$((failed + $3)) skipped=$((skipped + $4))
 	cell[$1]="$((p + $2))/$((f + $3))/$((s + $4))"
+	[ "$3" = 0 ] || failed_names="$failed_names $1"
 }
 
 # Print a checker's lines but its last, "passed failed [skipped]", which
@@ -163,7 +187,18 @@ add() {
 tally() {
 	local name=$1 out=$2 p f s
 	printf '%s\n' "$out" | sed '$d'
+	# a failed check, or a problem ts_parse found ("  <config>: why")
+	failed_lines+=$(printf '%s\n' "$out" | sed '$d' |
+		{ grep -E '^  [^ ]+ +FAIL |^  [a-z0-9@.-]+: ' || true; } |
+		sed 's/$/|/' | tr -d '\n')
 	read -r p f s <<<"$(printf '%s\n' "$out" | tail -n 1)"
+	# a checker that died (ts_die in a command substitution) printed no
+	# counts: a failure, never nothing
+	if ! [[ "$p" =~ ^[0-9]+$ && "$f" =~ ^[0-9]+$ && "${s:-0}" =~ ^[0-9]+$ ]]; then
+		echo "  $name: no result: the check stopped before it counted (see its log)"
+		failed_lines+="  $name: no result: the check stopped before it counted|"
+		p=0 f=1 s=0
+	fi
 	add "$name" "$p" "$f" "${s:-0}"
 	TALLY="$p passed, $f failed, ${s:-0} skipped"
 }
@@ -241,6 +276,51 @@ sub_report() {
 		echo "   $name: no verdict; the end of $out:"
 		tail -n 20 "$out" | sed 's/^/   | /'
 		add "$name" 0 1 0
+	fi
+}
+
+# run.sh's first phases as a user in the Debian 13 root (ts_user13_run),
+# its exit status: the phases' lines, and checks that each phase ran as
+# that user (not root) and passed.
+user13_report() {
+	local out=$TS_RESULTS/user13.out uid ok rc p f s
+	echo "== user13: ./qemu/run.sh's first phases as a user in a Debian 13 root (exit $1, output: $out)"
+	grep -E '^(user |\[ *[0-9]+ s\] |error: )' "$out" | sed 's/^/   | /'
+	uid=$(sed -n 's/^user [^ ]* uid \([0-9]*\)$/\1/p' "$out")
+	rc=$(sed -n 's/^run.sh exit \([0-9]*\)$/\1/p' "$out")
+	tally user13 "$(
+		ok=0
+		[ -n "$uid" ] && [ "$uid" != 0 ] && ok=1
+		printf '  user13    %s ran_as_a_user (uid %s)\n' \
+			"$( [ $ok = 1 ] && echo 'ok  ' || echo FAIL)" "${uid:-?}"
+		p=$ok f=$((1 - ok))
+		for want in 'VM image: (built|cached)' 'package: twostep-dkms_.*lintian clean' 'stopped after the package'; do
+			if grep -Eq "^\[ *[0-9]+ s\] $want" "$out"; then
+				printf '  user13    ok   %s\n' "$want"; p=$((p + 1))
+			else
+				printf '  user13    FAIL %s\n' "$want"; f=$((f + 1))
+			fi
+		done
+		if [ "$rc" = 0 ]; then
+			echo "  user13    ok   run_sh_exit_0"; p=$((p + 1))
+		else
+			echo "  user13    FAIL run_sh_exit_0 (exit ${rc:-?})"; f=$((f + 1))
+		fi
+		echo "$p $f 0")"
+	echo "   user13: $TALLY"
+	# the debcheck tier as that user: its checks and totals
+	sed -n '/^== as the user: /,$p' "$out" |
+		grep -E '^(== |  [a-z0-9@.-]+ +FAIL |   [a-z0-9@.-]+: [0-9]+ passed|[0-9]+ passed, )' |
+		sed 's/^/   | /'
+	if read -r p f s < <(tail -n 1 "$out" |
+		sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p') &&
+		[ -n "$p" ] && grep -q '^== as the user: ' "$out"; then
+		[ "$1" = 0 ] || [ "$f" -gt 0 ] || [ "$rc" != 0 ] || f=1
+		add user13 "$p" "$f" "$s"
+		echo "   user13 debcheck as the user: $p passed, $f failed, $s skipped (exit $1)"
+	else
+		echo "   user13: the debcheck tier as the user gave no verdict"
+		add user13 0 1 0
 	fi
 }
 
@@ -386,7 +466,7 @@ if [ ${#boots[@]} -gt 0 ]; then
 			wait -n || true
 		done
 		rm -f "$TS_RESULTS/$c.rc"
-		if [ "$c" = host13 ] || [ "$c" = user ]; then
+		if [ "$c" = host13 ] || [ "$c" = user ] || [ "$c" = user13 ]; then
 			( rc=0; "ts_${c}_run" >"$TS_RESULTS/$c.out" 2>&1 ||
 				rc=$?
 			echo "$rc" >"$TS_RESULTS/$c.rc" ) &
@@ -407,7 +487,9 @@ if [ ${#boots[@]} -gt 0 ]; then
 	for c in "${boots[@]}"; do
 		wait "${pid[$c]}" || true
 		rc=$(cat "$TS_RESULTS/$c.rc" 2>/dev/null || echo 255)
-		if [ "$c" = host13 ] || [ "$c" = user ]; then
+		if [ "$c" = user13 ]; then
+			user13_report "$rc"
+		elif [ "$c" = host13 ] || [ "$c" = user ]; then
 			sub_report "$c" "$rc"
 		elif [[ "${c%@*}" == bench-smoke* ]]; then
 			bench_report "$c" "$rc"
@@ -457,6 +539,11 @@ else
 	{ ts_host_state | diff "$TS_RESULTS/host-before" - || true; } |
 		grep '^[<>]' | head -n 20 | sed 's/^/   | /'
 	add host 0 1 0
+fi
+
+if [ "$failed" -gt 0 ]; then
+	echo "== what failed:$(tr ' ' '\n' <<<"$failed_names" | sort -u | paste -sd' ')"
+	tr '|' '\n' <<<"$failed_lines" | sed '/^$/d' | head -n 40
 fi
 
 # kernel x platform: passed/failed/skipped
