@@ -90,20 +90,22 @@ ts_host13_run() {
 # tier's; its exit status is 0 when both passed.
 TS_USER13=twostep
 ts_user13_run() {
-	local home=/home/$TS_USER13
+	local home=/home/$TS_USER13 src=/src/twostep-user13
 	ts_host13_setup
-	ts_host13_copy /src/twostep
+	# not host13's copy, which its run (beside this one) works in
+	ts_host13_copy "$src"
 	ts_host13_exec sh -ec '
 		u=$1
 		id "$u" >/dev/null 2>&1 || useradd --create-home --user-group "$u"
 		grep -q "^$u:" /etc/subuid || echo "$u:100000:65536" >>/etc/subuid
 		grep -q "^$u:" /etc/subgid || echo "$u:100000:65536" >>/etc/subgid
-		cd /src/twostep
+		cd "$3"
 		bash -ec ". qemu/lib.sh; . qemu/image.sh;
 			ts_need_packages \$TS_MAIN_PACKAGES uidmap"
 		rm -rf "$2"
-		cp -a /src/twostep "$2"
-		chown -R "$u:$u" "$2"' - "$TS_USER13" "$home/twostep" || return 1
+		cp -a "$3" "$2"
+		chown -R "$u:$u" "$2"' - "$TS_USER13" "$home/twostep" "$src" ||
+		return 1
 	ts_host13_exec setpriv --reuid="$TS_USER13" --regid="$TS_USER13" \
 		--init-groups env HOME="$home" sh -c '
 		echo "user $(id -un) uid $(id -u)"
