@@ -255,6 +255,20 @@ bench_report() {
 # A run of the suite by the suite (host13: in a Debian 13 root; user: as
 # a normal user), its tier name and exit status: its tiers' lines and any
 # failure as it printed them, its totals added under that name.
+# The lines of a run of the suite ($1: its output) shown under its tier:
+# its sections, failures and totals.
+sub_lines() {
+	grep -E '^(accel:|== |  [a-z0-9@.-]+ +FAIL |   [a-z0-9@.-]+: [0-9]+ passed|suite time|[0-9]+ passed, )' \
+		"$1" | sed 's/^/   | /'
+}
+
+# The totals a run of the suite ($1: its output) ended with, "passed
+# failed skipped", or nothing when it did not end so.
+sub_totals() {
+	tail -n 1 "$1" |
+		sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p'
+}
+
 sub_report() {
 	local name=$1 out=$TS_RESULTS/$1.out p f s what
 	case "$name" in
@@ -262,11 +276,8 @@ sub_report() {
 	*) what="$TS_USER_TIERS as a user (uid $TS_USER_UID)" ;;
 	esac
 	echo "== $name: ./qemu/run-tests.sh $what (exit $2, output: $out)"
-	grep -E '^(accel:|== |  [a-z0-9@.-]+ +FAIL |   [a-z0-9@.-]+: [0-9]+ passed|suite time)' \
-		"$out" | sed 's/^/   | /'
-	if read -r p f s < <(tail -n 1 "$out" |
-		sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p') &&
-		[ -n "$p" ]; then
+	sub_lines "$out"
+	if read -r p f s < <(sub_totals "$out") && [ -n "$p" ]; then
 		[ "$2" = 0 ] || [ "$f" -gt 0 ] || f=1
 		add "$name" "$p" "$f" "$s"
 		what=$name
@@ -309,12 +320,9 @@ user13_report() {
 		echo "$p $f 0")"
 	echo "   user13: $TALLY"
 	# the debcheck tier as that user: its checks and totals
-	sed -n '/^== as the user: /,$p' "$out" |
-		grep -E '^(== |  [a-z0-9@.-]+ +FAIL |   [a-z0-9@.-]+: [0-9]+ passed|[0-9]+ passed, )' |
-		sed 's/^/   | /'
-	if read -r p f s < <(tail -n 1 "$out" |
-		sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p') &&
-		[ -n "$p" ] && grep -q '^== as the user: ' "$out"; then
+	sub_lines <(sed -n '/^== as the user: /,$p' "$out")
+	if read -r p f s < <(sub_totals "$out") && [ -n "$p" ] &&
+		grep -q '^== as the user: ' "$out"; then
 		[ "$1" = 0 ] || [ "$f" -gt 0 ] || [ "$rc" != 0 ] || f=1
 		add user13 "$p" "$f" "$s"
 		echo "   user13 debcheck as the user: $p passed, $f failed, $s skipped (exit $1)"
